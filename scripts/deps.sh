@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs the Debian packages tracepad needs when they are missing (as root), or prints the
+# exact apt-get line and fails (as another user).  Usage: scripts/deps.sh [build|bench]
+set -eu
+pkgs="meson ninja-build pkg-config gcc g++ clang libzydis-dev libelf-dev libdw-dev libunwind-dev
+babeltrace2 python3 coreutils gzip"
+if [ "${1:-build}" = bench ]; then
+	pkgs="$pkgs ltrace valgrind"
+fi
+missing=""
+for p in $pkgs; do
+	st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+	case "$st" in
+	*"install ok installed"*) ;;
+	*) missing="$missing $p" ;;
+	esac
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "tracepad: missing Debian packages; run as root:" >&2
+	echo "  apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "tracepad: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends $missing >/dev/null

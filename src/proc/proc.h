@@ -1,0 +1,110 @@
+/* Process control over ptrace.  This is the only module that calls ptrace() or waitpid():
+ * it owns the task table, the event loop and memory/register access of traced processes. */
+#ifndef TP_PROC_PROC_H
+#define TP_PROC_PROC_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+/* Which events to follow (struct tp_launch.opts, tp_proc_attach()). */
+#define TP_PROC_FOLLOW_THREADS 0x01 /* attach new threads (always on) */
+#define TP_PROC_FOLLOW_FORK 0x02    /* attach children of fork/vfork/clone */
+#define TP_PROC_TRACE_EXEC 0x04	    /* report exec events */
+#define TP_PROC_TRACE_EXIT 0x08	    /* report a stop just before each task exits */
+
+struct tp_launch {
+	char *const *argv;	 /* argv[0] is looked up in PATH */
+	char *const *env_add;	 /* extra "NAME=value" entries, NULL-terminated, may be NULL */
+	int cpu;		 /* pin the program to this CPU before exec, -1 for no pinning */
+	const int *keep_fds;	 /* fds to keep open across exec (their CLOEXEC flag is cleared) */
+	int nkeep_fds;
+	unsigned opts;		 /* TP_PROC_* */
+};
+
+enum tp_event_kind {
+	TP_EV_NONE = 0,
+	TP_EV_STEP,	  /* SIGTRAP from a single-step (si_code TRAP_TRACE or TRAP_BRKPT-less) */
+	TP_EV_BREAKPOINT, /* SIGTRAP from int3 (si_code SI_KERNEL); pc is after the int3 */
+	TP_EV_SIGNAL,	  /* any other signal-delivery stop: sig to pass on when resuming */
+	TP_EV_GROUP_STOP, /* SIGSTOP/SIGTSTP/... group-stop (PTRACE_LISTEN'able) */
+	TP_EV_CLONE,	  /* new thread new_tid created by tid (already in the task table) */
+	TP_EV_FORK,	  /* fork/vfork/non-thread clone: new_tid is the child (traced if followed) */
+	TP_EV_EXEC,	  /* tid completed an execve (tid is now the thread-group leader) */
+	TP_EV_EXIT,	  /* tid is about to exit (TP_PROC_TRACE_EXIT): memory still readable */
+	TP_EV_EXITED,	  /* tid is gone: status holds the wait status; removed from the table */
+	TP_EV_SYSCALL,	  /* syscall entry or exit stop (when resumed with TP_RESUME_SYSCALL) */
+};
+
+struct tp_event {
+	enum tp_event_kind kind;
+	pid_t tid;	/* task that stopped */
+	pid_t pid;	/* its thread group */
+	int sig;	/* TP_EV_SIGNAL / GROUP_STOP: the signal; 0 otherwise */
+	int status;	/* TP_EV_EXITED: wait status; TP_EV_EXIT: the exit status to come */
+	pid_t new_tid;	/* TP_EV_CLONE / TP_EV_FORK */
+	siginfo_t si;	/* TP_EV_STEP / TP_EV_BREAKPOINT / TP_EV_SIGNAL */
+	bool leader;	/* TP_EV_EXITED: the thread-group leader of a traced process */
+};
+
+enum tp_resume {
+	TP_RESUME_CONT,
+	TP_RESUME_STEP,
+	TP_RESUME_SYSCALL,
+};
+
+struct tp_proc; /* the set of tasks traced by one tracer */
+
+/* Start a program stopped at the first instruction of its new image (after execve).
+ * Errors: -ENOENT (no such program), -EACCES, -ENOEXEC (exec format error), other -errno.
+ * The error of execve in the child is reported exactly (through a close-on-exec pipe). */
+int tp_proc_launch(const struct tp_launch *l, struct tp_proc **out);
+/* Attach to every thread of @pid and leave them all stopped.  Errors: -ESRCH (no such
+ * process), -EPERM (ptrace refused: different user, ptrace_scope, or already traced). */
+int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out);
+/* Detach from every task, delivering any signal the tasks were stopped with; tasks are
+ * left running.  Frees @p.  Accepts NULL. */
+int tp_proc_detach(struct tp_proc *p);
+/* SIGKILL every task and reap them; frees @p.  Accepts NULL. */
+void tp_proc_kill(struct tp_proc *p);
+/* Free after every task has exited.  Accepts NULL. */
+void tp_proc_free(struct tp_proc *p);
+
+/* The main pid (the launched or attached process). */
+pid_t tp_proc_pid(const struct tp_proc *p);
+/* Number of live tasks and their tids (fills up to @max, returns the total). */
+int tp_proc_tasks(const struct tp_proc *p, pid_t *tids, int max);
+/* Wait status of the main process once it has exited (valid after its TP_EV_EXITED). */
+int tp_proc_exit_status(const struct tp_proc *p);
+
+/* Wait for the next stop of any traced task.  Bookkeeping (new threads, exec, exits) is done
+ * here; the caller resumes the task.  Returns 0, -ECHILD when no task is left, -EINTR when
+ * interrupted by a signal of the tracer. */
+int tp_proc_wait(struct tp_proc *p, struct tp_event *ev);
+/* Resume a stopped task, delivering @sig (0 for none). */
+int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig);
+
+/* Stop every running task of @p except @except (PTRACE_INTERRUPT and wait); events that
+ * arrive meanwhile are queued and returned by later tp_proc_wait() calls. */
+int tp_proc_stop_all(struct tp_proc *p, pid_t except);
+/* Resume the tasks stopped by tp_proc_stop_all(). */
+int tp_proc_resume_all(struct tp_proc *p);
+
+int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs);
+int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs);
+/* Program counter only (one PTRACE_PEEKUSER). */
+int tp_proc_get_pc(pid_t tid, uint64_t *pc);
+int tp_proc_set_pc(pid_t tid, uint64_t pc);
+
+/* Read @len bytes at @addr; returns bytes read (may be short at an unmapped page) or -errno. */
+ssize_t tp_proc_read(pid_t pid, uint64_t addr, void *buf, size_t len);
+/* Write @len bytes, also into read-only text (through /proc/PID/mem); returns 0 or -errno. */
+int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+
+/* Value of one auxv entry (AT_ENTRY, AT_PHDR, ...) of @pid; returns 0 or -ENOENT. */
+int tp_proc_auxv(pid_t pid, unsigned long type, uint64_t *val);
+
+#endif
