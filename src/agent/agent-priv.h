@@ -1,0 +1,110 @@
+/* State shared by the agent's files.  Everything here runs inside the traced program: no
+ * malloc, no stdio, no locks the program may hold; raw syscalls only (agent/raw.h). */
+#ifndef TP_AGENT_PRIV_H
+#define TP_AGENT_PRIV_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <ucontext.h>
+
+#include "agent/agent-abi.h"
+#include "arch/arch.h"
+
+#define TP_EFLAGS_TF 0x100ull
+#define TP_HIDDEN __attribute__((visibility("hidden")))
+
+/* Per-thread state, reached through initial-exec TLS without a lock. */
+struct tp_tstate {
+	struct tp_agent_thread *slot; /* NULL before the first count, or when slots ran out */
+	uint8_t init;		      /* this thread was seen by the agent */
+	uint8_t counting;	      /* its instructions are counted (its TF is set) */
+	uint8_t region_done;	      /* its --start region was used up */
+	uint8_t in_region;	      /* counting because of --start: ends at region_ret */
+	uint8_t pending_fork;	      /* a fork-like syscall ran since the last trap */
+	uint8_t trap_blocked;	      /* the program believes it blocked SIGTRAP */
+	uint32_t pending_clone_flags;
+	uint64_t region_ret, region_sp;
+	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
+};
+
+/* An in-process breakpoint with its out-of-line copy. */
+enum tp_abp_kind { TP_ABP_START, TP_ABP_LIBC_START_MAIN };
+
+struct tp_abp {
+	uint64_t addr;
+	uint8_t orig[TP_ARCH_MAX_INSN_LEN];
+	struct tp_insn insn;
+	enum tp_abp_kind kind;
+	uint64_t slot;	    /* relocated copy of the instruction, followed by a jmp back */
+	uint64_t slot_back; /* address of that jmp back in the slot */
+	uint8_t live;
+};
+
+#define TP_AGENT_MAX_BPS 4
+#define TP_AGENT_CLONE_SITES 8
+
+struct tp_agent {
+	struct tp_agent_ctl *ctl;
+	uint64_t ctl_size;
+	uint32_t flags;
+	int active;   /* counting mode */
+	int disabled; /* forked child, or the agent gave up: pass everything through */
+	int pid;
+	struct tp_agent_thread *threads;
+	uint32_t max_threads;
+	struct tp_agent_map *maps;
+	uint32_t max_maps;
+	struct tp_agent_addr *addrs;
+	uint64_t addr_mask;
+	uint64_t text_start, text_end;
+	uint64_t start_pc, stop_pc;
+	uint64_t slot_page;
+	uint64_t clone_sites[TP_AGENT_CLONE_SITES];
+	struct tp_abp bps[TP_AGENT_MAX_BPS];
+	int nbps;
+};
+
+extern struct tp_agent tp_ag TP_HIDDEN;
+extern __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initial-exec")));
+
+/* entry.S */
+void tracepad_step_begin(void);
+void tracepad_step_end(void);
+void tp_agent_sync(void) TP_HIDDEN;
+void tp_sig_entry(int, siginfo_t *, void *) TP_HIDDEN;
+void tp_noop_handler(int) TP_HIDDEN;
+void tp_call_handler_tf(void *handler, int sig, siginfo_t *si, void *uc) TP_HIDDEN;
+
+/* agent.c */
+int tp_agent_read(uint64_t addr, void *buf, unsigned long len) TP_HIDDEN;
+int tp_agent_write(uint64_t addr, const void *buf, unsigned long len) TP_HIDDEN;
+int tp_agent_gettid(void) TP_HIDDEN;
+void tp_agent_fail(const char *msg) TP_HIDDEN;
+struct tp_agent_thread *tp_agent_slot(void) TP_HIDDEN;
+void tp_agent_addr_add(uint64_t pc) TP_HIDDEN;
+
+/* stepper.c */
+void tp_trap_handler(int sig, siginfo_t *si, void *ucv) TP_HIDDEN;
+int tp_stepper_install(void) TP_HIDDEN;
+int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind) TP_HIDDEN;
+void tp_thread_start_counting(struct tp_tstate *ts) TP_HIDDEN;
+
+/* signals.c */
+struct tp_ksigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+#define TP_SA_RESTORER 0x04000000ul
+int tp_sig_init(void) TP_HIDDEN;
+long tp_sig_emulate_sigaction(ucontext_t *uc) TP_HIDDEN;
+long tp_sig_emulate_sigprocmask(struct tp_tstate *ts, ucontext_t *uc) TP_HIDDEN;
+void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc) TP_HIDDEN;
+
+static inline uint64_t tp_sigbit(int sig)
+{
+	return 1ull << (sig - 1);
+}
+
+#endif

@@ -1,0 +1,28 @@
+/* Raw system calls for the agent: code that runs in the traced program's signal handlers
+ * must not touch errno or any libc lock, so it calls the kernel directly. */
+#ifndef TP_AGENT_RAW_H
+#define TP_AGENT_RAW_H
+
+#include <stdint.h>
+
+static inline long tp_raw6(long nr, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+#define tp_raw0(nr) tp_raw6(nr, 0, 0, 0, 0, 0, 0)
+#define tp_raw1(nr, a) tp_raw6(nr, (long)(a), 0, 0, 0, 0, 0)
+#define tp_raw2(nr, a, b) tp_raw6(nr, (long)(a), (long)(b), 0, 0, 0, 0)
+#define tp_raw3(nr, a, b, c) tp_raw6(nr, (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define tp_raw4(nr, a, b, c, d) tp_raw6(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+
+#endif

@@ -1,0 +1,495 @@
+/* The trap-flag stepper: with EFLAGS.TF set, the CPU raises SIGTRAP before each instruction
+ * of a counted thread runs; the handler counts the instruction at the interrupted PC.
+ * Syscalls need care: after one, the kernel returns with TF set and the next instruction
+ * runs before the next trap, so the handler counts it afterwards ("pending"); syscalls that
+ * would take the stepper's SIGTRAP away from it (rt_sigaction, rt_sigprocmask) are emulated
+ * from the handler (signals.c). */
+#include <sched.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "agent/agent-priv.h"
+#include "agent/raw.h"
+
+#ifndef TRAP_TRACE
+#define TRAP_TRACE 2
+#endif
+
+/* ---- decode cache: pc -> decoded instruction, shared by threads, insertion by CAS ---- */
+
+#define DC_BITS 16
+#define DC_BUSY (1ull << 63)
+
+struct dc_entry {
+	uint64_t pc;
+	uint64_t info; /* len | kind << 8 | flags << 16 | mnemonic << 32 */
+};
+
+static struct dc_entry *dcache;
+
+static int read_code(uint64_t pc, uint8_t *buf)
+{
+	unsigned first = (unsigned)(4096 - (pc & 4095));
+
+	if (first > TP_ARCH_MAX_INSN_LEN)
+		first = TP_ARCH_MAX_INSN_LEN;
+	if (tp_agent_read(pc, buf, first))
+		return 0;
+	if (first < TP_ARCH_MAX_INSN_LEN &&
+	    !tp_agent_read(pc + first, buf + first, TP_ARCH_MAX_INSN_LEN - first))
+		return TP_ARCH_MAX_INSN_LEN;
+	return (int)first;
+}
+
+static int decode_at(uint64_t pc, struct tp_insn *in)
+{
+	uint64_t h = (pc * 0x9e3779b97f4a7c15ull) >> (64 - DC_BITS);
+	uint8_t buf[TP_ARCH_MAX_INSN_LEN];
+	int n;
+
+	for (unsigned probe = 0; dcache && probe < 8; probe++) {
+		struct dc_entry *e = &dcache[(h + probe) & ((1u << DC_BITS) - 1)];
+		uint64_t cur = __atomic_load_n(&e->pc, __ATOMIC_ACQUIRE);
+
+		if (cur == pc) {
+			uint64_t info = e->info;
+
+			in->len = (uint8_t)info;
+			in->kind = (uint8_t)(info >> 8);
+			in->flags = (uint8_t)(info >> 16);
+			in->mnemonic = (uint16_t)(info >> 32);
+			return 0;
+		}
+		if (cur == 0) {
+			n = read_code(pc, buf);
+			if (!n || tp_arch_decode(buf, (size_t)n, pc, in))
+				return -1;
+			if (__atomic_compare_exchange_n(&e->pc, &cur, pc | DC_BUSY, 0,
+							__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+				e->info = in->len | (uint64_t)in->kind << 8 |
+					  (uint64_t)in->flags << 16 | (uint64_t)in->mnemonic << 32;
+				__atomic_store_n(&e->pc, pc, __ATOMIC_RELEASE);
+			}
+			return 0;
+		}
+	}
+	n = read_code(pc, buf);
+	if (!n || tp_arch_decode(buf, (size_t)n, pc, in))
+		return -1;
+	return 0;
+}
+
+/* ---- counting ---- */
+
+static void count_insn(struct tp_tstate *ts, uint64_t pc, const struct tp_insn *in)
+{
+	struct tp_agent_thread *t = ts->slot;
+
+	if (t) {
+		t->count++;
+		if ((tp_ag.flags & TP_CTL_BY_MNEMONIC) && in->mnemonic < TP_AGENT_MNEMONICS)
+			t->mnemonic[in->mnemonic]++;
+	} else {
+		__atomic_fetch_add(&tp_ag.ctl->overflow_count, 1, __ATOMIC_RELAXED);
+	}
+	if (tp_ag.addrs)
+		tp_agent_addr_add(pc);
+	if (!tp_ag.ctl->control_pc)
+		tp_ag.ctl->control_pc = pc;
+}
+
+static void count_pc(struct tp_tstate *ts, uint64_t pc, struct tp_insn *in)
+{
+	struct tp_insn tmp;
+
+	if (!in)
+		in = &tmp;
+	if (decode_at(pc, in)) {
+		in->len = 0;
+		in->kind = TP_INSN_OTHER;
+		in->mnemonic = 0;
+	}
+	count_insn(ts, pc, in);
+}
+
+void tp_thread_start_counting(struct tp_tstate *ts)
+{
+	if (!ts->slot)
+		ts->slot = tp_agent_slot();
+	ts->counting = 1;
+	ts->pending = 0;
+}
+
+static void stop_counting(struct tp_tstate *ts, greg_t *g)
+{
+	ts->counting = 0;
+	ts->in_region = 0;
+	ts->pending = 0;
+	g[REG_EFL] &= ~TP_EFLAGS_TF;
+}
+
+/* The instruction that ran without a trap after a syscall; a syscall there (a restarted
+ * one, after rt_sigreturn) took its following instruction along too. */
+static void count_pending(struct tp_tstate *ts)
+{
+	struct tp_insn in;
+	uint64_t pc = ts->pending;
+
+	ts->pending = 0;
+	count_pc(ts, pc, &in);
+	if (in.kind == TP_INSN_SYSCALL && in.len)
+		count_pc(ts, pc + in.len, NULL);
+}
+
+/* ---- breakpoints with an out-of-line copy of the displaced instruction ---- */
+
+static uint64_t slot_page_near(uint64_t addr)
+{
+	for (int i = 1; i < 64; i++) {
+		uint64_t hint = (addr & ~0xfffffull) - (uint64_t)i * 0x1000000ull;
+		long p = tp_raw6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+		if (p < 0 && p > -4096)
+			continue;
+		return (uint64_t)p;
+	}
+	return 0;
+}
+
+static int patch_byte(uint64_t addr, uint8_t b)
+{
+	long fd = tp_raw3(SYS_open, "/proc/self/mem", 02 /* O_RDWR */ | 02000000, 0);
+	long n;
+
+	if (fd < 0)
+		return -1;
+	n = tp_raw4(SYS_pwrite64, fd, &b, 1, (long)addr);
+	tp_raw1(SYS_close, fd);
+	return n == 1 ? 0 : -1;
+}
+
+int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
+{
+	struct tp_abp *bp;
+	uint8_t code[64];
+	size_t len = 0;
+	int n;
+
+	if (tp_ag.nbps >= TP_AGENT_MAX_BPS)
+		return -1;
+	bp = &tp_ag.bps[tp_ag.nbps];
+	n = read_code(addr, bp->orig);
+	if (!n || tp_arch_decode(bp->orig, (size_t)n, addr, &bp->insn))
+		return -1;
+	if (!tp_ag.slot_page) {
+		tp_ag.slot_page = slot_page_near(addr);
+		if (!tp_ag.slot_page)
+			return -1;
+	} else if (tp_raw3(SYS_mprotect, tp_ag.slot_page, 4096, PROT_READ | PROT_WRITE)) {
+		return -1;
+	}
+	bp->slot = tp_ag.slot_page + (uint64_t)tp_ag.nbps * 64;
+	if (tp_arch_relocate(bp->orig, bp->insn.len, addr, bp->slot, code, sizeof(code) - 5,
+			     &len))
+		goto err;
+	bp->slot_back = bp->slot + len;
+	if (tp_arch_emit_jmp(code + len, bp->slot_back, addr + bp->insn.len))
+		goto err;
+	memcpy((void *)bp->slot, code, len + 5);
+	tp_raw3(SYS_mprotect, tp_ag.slot_page, 4096, PROT_READ | PROT_EXEC);
+	bp->addr = addr;
+	bp->kind = kind;
+	if (patch_byte(addr, 0xcc))
+		return -1;
+	bp->live = 1;
+	tp_ag.nbps++;
+	return 0;
+err:
+	tp_raw3(SYS_mprotect, tp_ag.slot_page, 4096, PROT_READ | PROT_EXEC);
+	return -1;
+}
+
+static struct tp_abp *bp_find(uint64_t addr)
+{
+	for (int i = 0; i < tp_ag.nbps; i++)
+		if (tp_ag.bps[i].live && tp_ag.bps[i].addr == addr)
+			return &tp_ag.bps[i];
+	return NULL;
+}
+
+static int in_slots(uint64_t pc)
+{
+	return tp_ag.slot_page && pc - tp_ag.slot_page < 4096;
+}
+
+static void region_begin(struct tp_tstate *ts, greg_t *g)
+{
+	uint64_t ret;
+
+	if (tp_agent_read((uint64_t)g[REG_RSP], &ret, 8))
+		return;
+	ts->init = 1;
+	ts->region_done = 1;
+	ts->in_region = 1;
+	ts->region_sp = (uint64_t)g[REG_RSP];
+	ts->region_ret = ret;
+	tp_thread_start_counting(ts);
+}
+
+/* A thread reached breakpoint @bp (by an int3 hit, or stepping onto it): run the displaced
+ * instruction from its slot; a counted thread counts it as the original. */
+static void bp_reached(struct tp_tstate *ts, greg_t *g, struct tp_abp *bp)
+{
+	if (bp->kind == TP_ABP_LIBC_START_MAIN) {
+		/* __libc_start_main(main, ...): break on main, and this one is done */
+		uint64_t main_pc = (uint64_t)g[REG_RDI];
+
+		bp->live = 0;
+		patch_byte(bp->addr, bp->orig[0]);
+		g[REG_RIP] = (greg_t)bp->addr;
+		tp_ag.start_pc = tp_ag.ctl->start_pc = main_pc;
+		if (tp_bp_insert(main_pc, TP_ABP_START))
+			tp_agent_fail("cannot insert the breakpoint at main");
+		return;
+	}
+	if (!tp_ag.disabled && !ts->counting && !ts->region_done)
+		region_begin(ts, g);
+	g[REG_RIP] = (greg_t)bp->slot;
+	if (!tp_ag.disabled && ts->counting) {
+		count_insn(ts, bp->addr, &bp->insn);
+		g[REG_EFL] |= TP_EFLAGS_TF;
+	}
+}
+
+/* ---- syscalls seen just before they run ---- */
+
+static void record_clone_site(uint64_t pc)
+{
+	for (int i = 0; i < TP_AGENT_CLONE_SITES; i++) {
+		uint64_t cur = __atomic_load_n(&tp_ag.clone_sites[i], __ATOMIC_ACQUIRE);
+
+		if (cur == pc)
+			return;
+		if (!cur && __atomic_compare_exchange_n(&tp_ag.clone_sites[i], &cur, pc, 0,
+							__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return;
+	}
+}
+
+/* Returns 1 when the syscall was emulated and the thread resumes after it. */
+static int syscall_before(struct tp_tstate *ts, ucontext_t *uc, uint64_t pc, unsigned len)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uint64_t flags = 0;
+	long ret;
+
+	switch (g[REG_RAX]) {
+	case SYS_rt_sigaction:
+		ret = tp_sig_emulate_sigaction(uc);
+		break;
+	case SYS_rt_sigprocmask:
+		ret = tp_sig_emulate_sigprocmask(ts, uc);
+		break;
+	case SYS_rt_sigreturn: {
+		/* the frame's ucontext is at %rsp: resume where it says, if TF stays on */
+		ucontext_t *f = (ucontext_t *)(uintptr_t)g[REG_RSP];
+		uint64_t rip, efl;
+
+		if (!tp_agent_read((uint64_t)&f->uc_mcontext.gregs[REG_RIP], &rip, 8) &&
+		    !tp_agent_read((uint64_t)&f->uc_mcontext.gregs[REG_EFL], &efl, 8) &&
+		    (efl & TP_EFLAGS_TF))
+			ts->pending = rip;
+		return 0;
+	}
+	case SYS_clone3:
+		if (tp_agent_read((uint64_t)g[REG_RDI], &flags, 8))
+			flags = 0;
+		goto clone;
+	case SYS_clone:
+		flags = (uint64_t)g[REG_RDI];
+	clone:
+		if (flags & CLONE_THREAD) {
+			record_clone_site(pc);
+		} else {
+			ts->pending_fork = 1;
+			ts->pending_clone_flags = (uint32_t)flags;
+		}
+		ts->pending = pc + len;
+		return 0;
+	case SYS_fork:
+		ts->pending_fork = 1;
+		ts->pending_clone_flags = 0;
+		ts->pending = pc + len;
+		return 0;
+	case SYS_vfork:
+		ts->pending_fork = 1;
+		ts->pending_clone_flags = CLONE_VM | CLONE_VFORK;
+		ts->pending = pc + len;
+		return 0;
+	case SYS_execve:
+	case SYS_execveat:
+		__atomic_or_fetch(&tp_ag.ctl->state, TP_AGENT_ST_EXEC, __ATOMIC_RELAXED);
+		ts->pending = pc + len;
+		return 0;
+	default:
+		ts->pending = pc + len;
+		return 0;
+	}
+	/* emulated: the kernel's syscall return convention, then resume after it */
+	g[REG_RAX] = ret;
+	g[REG_RCX] = (greg_t)(pc + len);
+	g[REG_R11] = g[REG_EFL];
+	g[REG_RIP] = (greg_t)(pc + len);
+	return 1;
+}
+
+/* A thread created by a counted thread: TF came with the registers it was cloned with, and
+ * its first instruction after the clone syscall ran before this trap. */
+static void thread_first_trap(struct tp_tstate *ts, uint64_t pc)
+{
+	ts->init = 1;
+	tp_thread_start_counting(ts);
+	for (int i = 0; i < TP_AGENT_CLONE_SITES; i++) {
+		uint64_t site = __atomic_load_n(&tp_ag.clone_sites[i], __ATOMIC_ACQUIRE);
+		struct tp_insn in;
+
+		if (site && !decode_at(site + 2, &in) && site + 2 + in.len == pc) {
+			count_insn(ts, site + 2, &in);
+			return;
+		}
+	}
+}
+
+/* One TF trap of a counted thread at @pc (the instruction about to run). */
+static void step(struct tp_tstate *ts, ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	struct tp_abp *bp;
+	struct tp_insn in;
+
+	if (ts->pending_fork) {
+		if (tp_raw0(SYS_getpid) != tp_ag.pid) {
+			/* the child of a fork: it is not counted.  A vfork child shares our
+			 * memory (and this TLS): it must not write anything. */
+			g[REG_EFL] &= ~TP_EFLAGS_TF;
+			if (!(ts->pending_clone_flags & CLONE_VM)) {
+				ts->pending_fork = 0;
+				ts->counting = 0;
+				tp_ag.disabled = 1;
+				tp_raw2(SYS_munmap, tp_ag.ctl, tp_ag.ctl_size);
+				tp_ag.ctl = NULL;
+			}
+			return;
+		}
+		ts->pending_fork = 0;
+		__atomic_or_fetch(&tp_ag.ctl->state, TP_AGENT_ST_FORKED, __ATOMIC_RELAXED);
+	}
+	if (!ts->init)
+		thread_first_trap(ts, (uint64_t)g[REG_RIP]);
+	if (!ts->counting) {
+		g[REG_EFL] &= ~TP_EFLAGS_TF;
+		return;
+	}
+	if (ts->pending)
+		count_pending(ts);
+
+	for (;;) {
+		uint64_t pc = (uint64_t)g[REG_RIP];
+
+		if (pc - tp_ag.text_start < tp_ag.text_end - tp_ag.text_start) {
+			/* the program called into the agent: its code is not counted */
+			if (pc == (uint64_t)(uintptr_t)&tracepad_step_end &&
+			    (tp_ag.flags & TP_CTL_API))
+				stop_counting(ts, g);
+			g[REG_EFL] &= ~TP_EFLAGS_TF;
+			return;
+		}
+		if (in_slots(pc)) {
+			/* inside an out-of-line copy: only its jump back maps to an original
+			 * instruction (the one after the displaced one) */
+			for (int i = 0; i < tp_ag.nbps; i++) {
+				struct tp_abp *b = &tp_ag.bps[i];
+
+				if (b->slot_back == pc) {
+					g[REG_RIP] = (greg_t)(b->addr + b->insn.len);
+					break;
+				}
+			}
+			if ((uint64_t)g[REG_RIP] == pc)
+				return;
+			continue;
+		}
+		if (ts->in_region && tp_region_returned(pc, (uint64_t)g[REG_RSP], ts->region_ret,
+							ts->region_sp)) {
+			stop_counting(ts, g);
+			return;
+		}
+		if (pc == tp_ag.stop_pc) {
+			stop_counting(ts, g);
+			return;
+		}
+		bp = bp_find(pc);
+		if (bp) {
+			bp_reached(ts, g, bp);
+			return;
+		}
+		count_pc(ts, pc, &in);
+		if (in.kind != TP_INSN_SYSCALL || !in.len)
+			return;
+		if (!syscall_before(ts, uc, pc, in.len))
+			return;
+		/* emulated: the thread resumes at the next instruction, which runs before the
+		 * next trap, so it is handled here as if it had trapped */
+	}
+}
+
+void tp_trap_handler(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	greg_t *g = uc->uc_mcontext.gregs;
+	struct tp_tstate *ts = &tp_ts;
+	struct tp_abp *bp;
+
+	if (si->si_code == TRAP_TRACE) {
+		if (!(g[REG_EFL] & TP_EFLAGS_TF))
+			return; /* the trap after an instruction that cleared TF */
+		if (tp_ag.disabled) {
+			g[REG_EFL] &= ~TP_EFLAGS_TF;
+			return;
+		}
+		step(ts, uc);
+		return;
+	}
+	if (si->si_code == SI_KERNEL) {
+		bp = bp_find((uint64_t)g[REG_RIP] - 1);
+		if (bp) {
+			if (tp_ag.disabled || !tp_ag.ctl)
+				g[REG_RIP] = (greg_t)bp->slot;
+			else
+				bp_reached(ts, g, bp);
+			return;
+		}
+	}
+	tp_sig_foreign_trap(sig, si, uc);
+}
+
+int tp_stepper_install(void)
+{
+	struct tp_ksigaction sa = {0};
+	extern void tp_restore_rt(void) TP_HIDDEN;
+	long p;
+
+	p = tp_raw6(SYS_mmap, 0, (1l << DC_BITS) * (long)sizeof(struct dc_entry),
+		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p < 0 && p > -4096)
+		return -1;
+	dcache = (struct dc_entry *)p;
+	sa.handler = (void *)tp_trap_handler;
+	sa.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | TP_SA_RESTORER;
+	sa.restorer = (void *)tp_restore_rt;
+	sa.mask = ~tp_sigbit(SIGTRAP);
+	return tp_raw4(SYS_rt_sigaction, SIGTRAP, &sa, NULL, 8) ? -1 : 0;
+}

@@ -1,0 +1,766 @@
+/* The ptrace engine of `tracepad count`: PTRACE_SINGLESTEP every instruction of the counted
+ * threads, the tracer pinned to the CPU of its tracees.  Each step stop confirms that the
+ * instruction the thread was resumed at has run, and only then is it counted; this keeps
+ * signal deliveries (which run nothing before the handler) and exits exact.  The same
+ * stepper counts the start-up of the trapflag engine until the agent takes over. */
+#include <errno.h>
+#include <elf.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/count.h"
+#include "common/log.h"
+#include "common/symbols.h"
+#include "proc/proc.h"
+
+#define NO_PC UINT64_MAX
+
+struct pthread {
+	pid_t tid;
+	bool used, counting, in_region, region_done, exec_done;
+	uint64_t region_ret, region_sp;
+	uint64_t last_pc; /* resumed with STEP at this pc; NO_PC when nothing is pending */
+	uint16_t last_mnem;
+	uint8_t last_kind;
+	uint64_t count;
+	struct tp_abp_ptrace *over; /* stepping over this breakpoint with the others stopped */
+};
+
+enum bp_kind { PBP_START, PBP_LSM, PBP_API_BEGIN };
+
+struct tp_abp_ptrace {
+	uint64_t addr;
+	uint8_t orig;
+	enum bp_kind kind;
+	bool live;
+};
+
+/* decode cache of the tracer */
+struct dc {
+	uint64_t pc;
+	uint16_t mnem;
+	uint8_t kind, len;
+};
+
+struct engine {
+	struct count_ctx *c;
+	struct tp_proc *proc;
+	pid_t pid;
+	struct pthread *th;
+	size_t nth, cap;
+	struct dc *dc;
+	size_t dc_mask;
+	struct tp_abp_ptrace bps[4];
+	int nbps;
+	uint64_t agent_lo, agent_hi; /* agent text, once known */
+	uint64_t start_pc, stop_pc, api_end_pc;
+	uint64_t sync_pc;
+	bool until_sync;    /* trapflag start-up: stop at the agent's sync int3 */
+	bool synced;
+	bool stepping_all;  /* whole program: every thread is counted from the start */
+};
+
+static struct pthread *thread_get(struct engine *e, pid_t tid)
+{
+	size_t h;
+
+	if (e->nth * 2 >= e->cap) {
+		size_t ncap = e->cap ? e->cap * 2 : 64;
+		struct pthread *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			return NULL;
+		for (size_t i = 0; i < e->cap; i++) {
+			if (!e->th[i].used)
+				continue;
+			h = (size_t)e->th[i].tid * 2654435761u & (ncap - 1);
+			while (n[h].used)
+				h = (h + 1) & (ncap - 1);
+			n[h] = e->th[i];
+		}
+		free(e->th);
+		e->th = n;
+		e->cap = ncap;
+	}
+	h = (size_t)tid * 2654435761u & (e->cap - 1);
+	while (e->th[h].used && e->th[h].tid != tid)
+		h = (h + 1) & (e->cap - 1);
+	if (!e->th[h].used) {
+		memset(&e->th[h], 0, sizeof(e->th[h]));
+		e->th[h].used = true;
+		e->th[h].tid = tid;
+		e->th[h].last_pc = NO_PC;
+		e->nth++;
+	}
+	return &e->th[h];
+}
+
+static int decode(struct engine *e, uint64_t pc, struct dc *out)
+{
+	size_t h = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 40) & e->dc_mask;
+	uint8_t buf[TP_ARCH_MAX_INSN_LEN];
+	struct tp_insn in;
+	ssize_t n;
+
+	for (size_t i = 0; i < 16; i++, h = (h + 1) & e->dc_mask) {
+		if (e->dc[h].pc == pc) {
+			*out = e->dc[h];
+			return 0;
+		}
+		if (!e->dc[h].pc)
+			break;
+	}
+	n = tp_proc_read(e->pid, pc, buf, sizeof(buf));
+	if (n <= 0 || tp_arch_decode(buf, (size_t)n, pc, &in))
+		return -1;
+	/* a breakpoint of ours hides the first byte */
+	for (int i = 0; i < e->nbps; i++) {
+		uint64_t a = e->bps[i].addr;
+
+		if (e->bps[i].live && a >= pc && a < pc + (uint64_t)n) {
+			buf[a - pc] = e->bps[i].orig;
+			if (tp_arch_decode(buf, (size_t)n, pc, &in))
+				return -1;
+		}
+	}
+	out->pc = pc;
+	out->mnem = in.mnemonic;
+	out->kind = in.kind;
+	out->len = in.len;
+	if (!e->dc[h].pc || e->dc[h].pc == pc)
+		e->dc[h] = *out;
+	return 0;
+}
+
+static bool in_agent(struct engine *e, uint64_t pc)
+{
+	return pc >= e->agent_lo && pc < e->agent_hi;
+}
+
+/* The instruction t was resumed at has run: count it. */
+static void count_last(struct engine *e, struct pthread *t)
+{
+	struct count_result *r = e->c->r;
+
+	if (t->last_pc == NO_PC)
+		return;
+	t->count++;
+	r->total++;
+	if (t->last_mnem < TP_AGENT_MNEMONICS)
+		r->mnemonic[t->last_mnem]++;
+	if (e->c->o->by >= BY_FUNCTION || !e->synced)
+		addr_hist_add(&r->addrs, t->last_pc, 1);
+	t->last_pc = NO_PC;
+}
+
+static int bp_write(struct engine *e, struct tp_abp_ptrace *bp, bool on)
+{
+	uint8_t b = on ? 0xcc : bp->orig;
+
+	return tp_proc_write(e->pid, bp->addr, &b, 1);
+}
+
+static int bp_insert(struct engine *e, uint64_t addr, enum bp_kind kind)
+{
+	struct tp_abp_ptrace *bp;
+
+	if (e->nbps >= 4)
+		return -ENOSPC;
+	bp = &e->bps[e->nbps];
+	if (tp_proc_read(e->pid, addr, &bp->orig, 1) != 1)
+		return -EFAULT;
+	bp->addr = addr;
+	bp->kind = kind;
+	if (bp_write(e, bp, true))
+		return -EFAULT;
+	bp->live = true;
+	e->nbps++;
+	return 0;
+}
+
+static struct tp_abp_ptrace *bp_at(struct engine *e, uint64_t addr)
+{
+	for (int i = 0; i < e->nbps; i++)
+		if (e->bps[i].live && e->bps[i].addr == addr)
+			return &e->bps[i];
+	return NULL;
+}
+
+/* Every original byte goes back before the program is let go. */
+static void bp_remove_all(struct engine *e)
+{
+	for (int i = 0; i < e->nbps; i++)
+		if (e->bps[i].live && !bp_write(e, &e->bps[i], false))
+			e->bps[i].live = false;
+}
+
+static void stop_counting(struct pthread *t)
+{
+	t->counting = false;
+	t->in_region = false;
+}
+
+/* t is stopped, about to run the instruction at regs->rip; decide how it goes on. */
+static int advance(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
+{
+	uint64_t pc = regs->rip;
+	struct tp_abp_ptrace *bp;
+	struct dc d;
+
+	if (!t->counting)
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+	if (in_agent(e, pc)) {
+		/* the agent's code is not counted; tracepad_step_end() ends an API region */
+		if (e->c->api && pc == e->api_end_pc) {
+			stop_counting(t);
+			return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+		}
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
+	}
+	if (t->in_region && tp_region_returned(pc, regs->rsp, t->region_ret, t->region_sp)) {
+		stop_counting(t);
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+	}
+	if (pc == e->stop_pc) {
+		stop_counting(t);
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+	}
+	if (decode(e, pc, &d)) {
+		d.mnem = 0;
+		d.kind = TP_INSN_OTHER;
+	}
+	t->last_pc = pc;
+	t->last_mnem = d.mnem;
+	t->last_kind = d.kind;
+	bp = bp_at(e, pc);
+	if (bp) {
+		/* step the original instruction with every other thread stopped */
+		int err = tp_proc_stop_all(e->proc, t->tid);
+
+		if (!err)
+			err = bp_write(e, bp, false);
+		if (err)
+			return err;
+		t->over = bp;
+	}
+	return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
+}
+
+static void region_begin(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
+{
+	uint64_t ret;
+
+	if (t->counting || t->region_done)
+		return;
+	if (tp_proc_read(e->pid, regs->rsp, &ret, 8) != 8)
+		return;
+	t->counting = t->in_region = t->region_done = true;
+	t->region_sp = regs->rsp;
+	t->region_ret = ret;
+	t->last_pc = NO_PC;
+}
+
+/* Load bias of the main executable, from where the kernel says its entry point is. */
+static int main_bias(struct engine *e, uint64_t *bias)
+{
+	uint64_t entry;
+	int err = tp_proc_auxv(e->pid, AT_ENTRY, &entry);
+
+	if (err)
+		return err;
+	*bias = entry - e->c->entry_vaddr;
+	return 0;
+}
+
+/* Breakpoints of a region run; called once the program's objects are loaded (at the agent's
+ * sync, or at the exec stop of a static program). */
+static int setup_regions(struct engine *e)
+{
+	struct count_ctx *c = e->c;
+	uint64_t bias;
+	int err;
+
+	if (e->stepping_all)
+		return 0;
+	err = main_bias(e, &bias);
+	if (err)
+		return err;
+	if (c->stop_vaddr)
+		e->stop_pc = bias + c->stop_vaddr;
+	if (c->api) {
+		if (!c->ctl || !c->ctl->step_begin_pc)
+			return -ENOENT;
+		e->api_end_pc = c->ctl->step_end_pc;
+		return bp_insert(e, c->ctl->step_begin_pc, PBP_API_BEGIN);
+	}
+	if (c->main_dynamic) {
+		uint64_t lsm;
+
+		err = tp_symtab_load_pid(c->syms, e->pid);
+		if (!err)
+			err = tp_symtab_find_symbol(c->syms, c->is_static ? "__libc_start_main"
+									  : "libc:__libc_start_main",
+						    &lsm);
+		if (err)
+			return err;
+		return bp_insert(e, lsm, PBP_LSM);
+	}
+	if (c->start_vaddr) {
+		e->start_pc = bias + c->start_vaddr;
+		return bp_insert(e, e->start_pc, PBP_START);
+	}
+	return 0;
+}
+
+/* The agent's int3 in its constructor: objects are loaded, the agent's code is known. */
+static int on_sync(struct engine *e, struct pthread *t)
+{
+	const struct tp_map *m;
+	struct count_result *r = e->c->r;
+	uint64_t before = 0;
+
+	e->synced = true;
+	tp_symtab_load_pid(e->c->syms, e->pid);
+	m = tp_symtab_find_map(e->c->syms, e->sync_pc);
+	if (m) {
+		e->agent_lo = m->start;
+		e->agent_hi = m->end;
+	}
+	/* the agent's constructor ran stepped before its range was known: take it back out */
+	for (size_t i = 0; i < r->addrs.cap; i++) {
+		uint64_t pc = r->addrs.pc[i], n = r->addrs.count[i];
+		struct dc d;
+
+		if (!pc || !in_agent(e, pc) || !n)
+			continue;
+		before += n;
+		if (!decode(e, pc, &d) && d.mnem < TP_AGENT_MNEMONICS)
+			r->mnemonic[d.mnem] -= n;
+		r->addrs.count[i] = 0;
+	}
+	t->count -= before;
+	r->total -= before;
+	if (e->until_sync)
+		return 1;
+	return setup_regions(e);
+}
+
+static int on_breakpoint(struct engine *e, struct pthread *t, struct tp_event *ev)
+{
+	struct user_regs_struct regs;
+	struct tp_abp_ptrace *bp;
+	int err = tp_proc_get_regs(t->tid, &regs);
+
+	if (err)
+		return err;
+	if (e->c->ctl && !e->synced) {
+		e->sync_pc = __atomic_load_n(&e->c->ctl->sync_pc, __ATOMIC_ACQUIRE);
+		if (e->sync_pc && regs.rip - 1 == e->sync_pc) {
+			count_last(e, t);
+			err = on_sync(e, t);
+			if (err)
+				return err;
+			return advance(e, t, &regs);
+		}
+	}
+	bp = bp_at(e, regs.rip - 1);
+	if (!bp) {
+		/* the program's own int3: it gets its SIGTRAP, as without tracepad */
+		count_last(e, t);
+		t->last_pc = NO_PC;
+		return tp_proc_resume(e->proc, t->tid,
+				      t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, SIGTRAP);
+	}
+	regs.rip = bp->addr;
+	switch (bp->kind) {
+	case PBP_LSM: {
+		uint64_t main_pc = regs.rdi;
+
+		bp_write(e, bp, false);
+		bp->live = false;
+		err = tp_proc_set_regs(t->tid, &regs);
+		if (!err)
+			err = bp_insert(e, main_pc, PBP_START);
+		if (err)
+			return err;
+		e->start_pc = main_pc;
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+	}
+	case PBP_API_BEGIN: {
+		/* tracepad_step_begin() does nothing here: return from it at once */
+		uint64_t ret;
+
+		if (tp_proc_read(e->pid, regs.rsp, &ret, 8) != 8)
+			return -EFAULT;
+		regs.rip = ret;
+		regs.rsp += 8;
+		err = tp_proc_set_regs(t->tid, &regs);
+		if (err)
+			return err;
+		if (!t->counting) {
+			t->counting = true;
+			t->last_pc = NO_PC;
+		}
+		return advance(e, t, &regs);
+	}
+	case PBP_START:
+		err = tp_proc_set_regs(t->tid, &regs);
+		if (err)
+			return err;
+		region_begin(e, t, &regs);
+		if (!t->counting) {
+			/* a thread past its region: run the original instruction, uncounted */
+			t->counting = true;
+			err = advance(e, t, &regs);
+			t->counting = false;
+			t->last_pc = NO_PC;
+			return err;
+		}
+		return advance(e, t, &regs);
+	}
+	return 0;
+}
+
+static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
+{
+	struct user_regs_struct regs;
+	int err;
+
+	/* si_code SIGTRAP: the kernel stopped us at a signal handler's entry, nothing ran */
+	if (ev->si.si_code == SIGTRAP)
+		t->last_pc = NO_PC;
+	else
+		count_last(e, t);
+	if (t->over) {
+		err = bp_write(e, t->over, true);
+		t->over = NULL;
+		if (!err)
+			err = tp_proc_resume_all(e->proc);
+		if (err)
+			return err;
+		if (!t->counting) {
+			/* a thread that only stepped over the breakpoint */
+			return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+		}
+	}
+	if (t->exec_done) {
+		/* counting covers the image that was launched; execve was its last */
+		stop_counting(t);
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+	}
+	err = tp_proc_get_regs(t->tid, &regs);
+	if (err)
+		return err;
+	return advance(e, t, &regs);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The event loop; returns 0 when every task is gone (or, until_sync, at the agent's sync). */
+static int run(struct engine *e)
+{
+	struct count_result *r = e->c->r;
+	struct tp_event ev;
+	struct pthread *t, *n;
+	int err = 0;
+
+	for (;;) {
+		err = tp_proc_wait(e->proc, &ev);
+		if (err == -ECHILD)
+			return 0;
+		if (err == -EINTR) {
+			if (tp_cli_interrupted)
+				return -EINTR;
+			continue;
+		}
+		if (err)
+			return err;
+		t = thread_get(e, ev.tid);
+		if (!t)
+			return -ENOMEM;
+		switch (ev.kind) {
+		case TP_EV_STEP:
+			if (!t->counting && !t->over) {
+				err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+				break;
+			}
+			err = on_step(e, t, &ev);
+			break;
+		case TP_EV_BREAKPOINT:
+			err = on_breakpoint(e, t, &ev);
+			if (err == 1)
+				return 0; /* synced: the trapflag engine takes over */
+			break;
+		case TP_EV_SIGNAL:
+			if (ev.sig == SIGTRAP && ev.si.si_code == SIGTRAP && t->counting) {
+				err = on_step(e, t, &ev);
+				break;
+			}
+			/* nothing ran since the last stop: the instruction is still to come */
+			t->last_pc = NO_PC;
+			err = tp_proc_resume(e->proc, t->tid,
+					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, ev.sig);
+			break;
+		case TP_EV_GROUP_STOP:
+			err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+			break;
+		case TP_EV_CLONE:
+			n = thread_get(e, ev.new_tid);
+			t = thread_get(e, ev.tid); /* the table may have moved */
+			if (!n || !t)
+				return -ENOMEM;
+			n->counting = t->counting;
+			if (n->counting) {
+				struct user_regs_struct regs;
+
+				err = tp_proc_get_regs(n->tid, &regs);
+				if (!err)
+					err = advance(e, n, &regs);
+			} else {
+				err = tp_proc_resume(e->proc, n->tid, TP_RESUME_CONT, 0);
+			}
+			if (!err)
+				err = tp_proc_resume(e->proc, t->tid,
+						     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
+			break;
+		case TP_EV_FORK:
+			r->forked = true;
+			err = tp_proc_resume(e->proc, t->tid,
+					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
+			break;
+		case TP_EV_EXEC:
+			r->exec_seen = true;
+			for (size_t i = 0; i < e->cap; i++) {
+				if (!e->th[i].used)
+					continue;
+				e->th[i].exec_done = e->th[i].counting;
+			}
+			for (int i = 0; i < e->nbps; i++)
+				e->bps[i].live = false; /* the new image has none */
+			err = tp_proc_resume(e->proc, t->tid,
+					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
+			break;
+		case TP_EV_EXIT:
+			/* an exiting thread ran its exit syscall; one killed did not run on */
+			if (t->last_pc != NO_PC && t->last_kind == TP_INSN_SYSCALL)
+				count_last(e, t);
+			t->last_pc = NO_PC;
+			err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+			break;
+		case TP_EV_EXITED:
+			if (ev.leader) {
+				r->wait_status = ev.status;
+				r->exited = true;
+			}
+			break;
+		default:
+			err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+			break;
+		}
+		if (err && err != -ESRCH)
+			return err;
+	}
+}
+
+static void collect(struct engine *e)
+{
+	for (size_t i = 0; i < e->cap; i++)
+		if (e->th[i].used && e->th[i].count)
+			count_add_thread(e->c->r, e->th[i].tid, e->th[i].count);
+}
+
+static int engine_init(struct engine *e, struct count_ctx *c)
+{
+	memset(e, 0, sizeof(*e));
+	e->c = c;
+	e->dc_mask = (1u << 16) - 1;
+	e->dc = calloc(e->dc_mask + 1, sizeof(*e->dc));
+	e->start_pc = e->stop_pc = e->api_end_pc = NO_PC;
+	return e->dc ? 0 : -ENOMEM;
+}
+
+static void engine_fini(struct engine *e)
+{
+	free(e->th);
+	free(e->dc);
+}
+
+static int pin_cpu(void)
+{
+	cpu_set_t set;
+	int cpu = sched_getcpu();
+
+	if (cpu < 0)
+		return -1;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -1 : cpu;
+}
+
+/* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
+ * and return with the program detached (the trapflag engine goes on). */
+int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exec)
+{
+	char fdenv[64], preload[4096];
+	char *env[3] = {fdenv, preload, NULL};
+	const char *old = getenv("LD_PRELOAD");
+	int keep[1] = {c->ctl_fd};
+	struct tp_launch l = {0};
+	struct user_regs_struct regs;
+	struct pthread *t;
+	struct engine e;
+	cpu_set_t orig;
+	double t0;
+	int err;
+
+	err = engine_init(&e, c);
+	if (err)
+		return err;
+	e.until_sync = until_sync;
+	e.stepping_all = step_from_exec;
+	sched_getaffinity(0, sizeof(orig), &orig);
+	snprintf(fdenv, sizeof(fdenv), "%s=%d", TP_AGENT_ENV_FD, c->ctl_fd);
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s%s%s", c->o->agent, old ? ":" : "",
+		 old ? old : "");
+	l.argv = c->o->argv;
+	l.env_add = c->is_static ? NULL : env;
+	l.keep_fds = keep;
+	l.nkeep_fds = c->ctl_fd >= 0 ? 1 : 0;
+	l.cpu = step_from_exec ? pin_cpu() : -1;
+	l.opts = TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT;
+	t0 = now();
+	err = tp_proc_launch(&l, &e.proc);
+	if (err)
+		goto out;
+	e.pid = c->pid = tp_proc_pid(e.proc);
+	if (until_sync && !step_from_exec) {
+		/* the agent counts alone: let the program go at its first instruction */
+		err = tp_proc_detach(e.proc);
+		e.proc = NULL;
+		goto out;
+	}
+	t = thread_get(&e, e.pid);
+	t->counting = step_from_exec;
+	if (step_from_exec)
+		snprintf(c->r->start_note, sizeof(c->r->start_note),
+			 "counted from the first instruction after execve (the dynamic loader's "
+			 "entry)");
+	err = tp_proc_get_regs(e.pid, &regs);
+	if (!err && c->is_static && !step_from_exec)
+		err = setup_regions(&e);
+	if (!err)
+		err = advance(&e, t, &regs);
+	if (!err)
+		err = run(&e);
+	if (until_sync && !err && e.synced) {
+		/* hand over: the start-up goes to the main thread */
+		c->r->have_startup = true;
+		c->r->startup = c->r->total;
+		collect(&e);
+		sched_setaffinity(e.pid, sizeof(orig), &orig);
+		err = tp_proc_detach(e.proc);
+		e.proc = NULL;
+		sched_setaffinity(0, sizeof(orig), &orig);
+		goto out;
+	}
+	c->r->seconds = now() - t0;
+	collect(&e);
+	if (err == -EINTR) {
+		bp_remove_all(&e);
+		tp_proc_detach(e.proc);
+		c->r->detached = true;
+		e.proc = NULL;
+		err = 0;
+	} else if (err) {
+		bp_remove_all(&e);
+		tp_proc_detach(e.proc);
+		e.proc = NULL;
+	} else {
+		tp_proc_free(e.proc);
+		e.proc = NULL;
+	}
+out:
+	engine_fini(&e);
+	return err;
+}
+
+int count_run_ptrace(struct count_ctx *c)
+{
+	/* the passive agent stops once in its constructor: objects are loaded by then, and
+	 * its own code range is known */
+	if (c->ctl && !c->is_static)
+		c->ctl->flags |= TP_CTL_SYNC;
+	return count_launch_ptrace(c, false, c->whole);
+}
+
+/* -p PID: count a running process until it exits or tracepad is interrupted. */
+int count_attach_ptrace(struct count_ctx *c)
+{
+	struct engine e;
+	pid_t tids[4096];
+	int n, err;
+	double t0;
+
+	err = engine_init(&e, c);
+	if (err)
+		return err;
+	e.stepping_all = c->whole;
+	pin_cpu();
+	err = tp_proc_attach(c->o->pid, TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT, &e.proc);
+	if (err)
+		goto out;
+	e.pid = tp_proc_pid(e.proc);
+	snprintf(c->r->start_note, sizeof(c->r->start_note),
+		 "counted from the moment tracepad attached");
+	err = tp_symtab_load_pid(c->syms, e.pid);
+	if (!err && !c->whole && c->o->start)
+		err = tp_symtab_find_symbol(c->syms, c->o->start, &e.start_pc);
+	if (!err && !c->whole && e.start_pc != NO_PC)
+		err = bp_insert(&e, e.start_pc, PBP_START);
+	if (!err && c->o->stop)
+		err = tp_symtab_find_symbol(c->syms, c->o->stop, &e.stop_pc);
+	if (err)
+		goto detach;
+	n = tp_proc_tasks(e.proc, tids, 4096);
+	t0 = now();
+	for (int i = 0; i < n && i < 4096 && !err; i++) {
+		struct pthread *t = thread_get(&e, tids[i]);
+		struct user_regs_struct regs;
+
+		t->counting = c->whole;
+		err = tp_proc_get_regs(t->tid, &regs);
+		if (!err)
+			err = advance(&e, t, &regs);
+	}
+	if (!err)
+		err = run(&e);
+	c->r->seconds = now() - t0;
+	collect(&e);
+	if (!err) {
+		tp_proc_free(e.proc);
+		e.proc = NULL;
+		goto out;
+	}
+	if (err == -EINTR)
+		err = 0;
+detach:
+	bp_remove_all(&e);
+	tp_proc_detach(e.proc);
+	c->r->detached = true;
+out:
+	engine_fini(&e);
+	return err;
+}
