@@ -58,7 +58,9 @@ struct tp_agent {
 	uint64_t addr_mask;
 	uint64_t text_start, text_end;
 	uint64_t start_pc, stop_pc;
-	uint64_t slot_page;
+	uint64_t slot_pages[TP_AGENT_MAX_BPS];
+	uint32_t slot_used[TP_AGENT_MAX_BPS];
+	int npages;
 	uint64_t clone_sites[TP_AGENT_CLONE_SITES];
 	struct tp_abp bps[TP_AGENT_MAX_BPS];
 	int nbps;
@@ -81,13 +83,15 @@ int tp_agent_write(uint64_t addr, const void *buf, unsigned long len) TP_HIDDEN;
 int tp_agent_gettid(void) TP_HIDDEN;
 void tp_agent_fail(const char *msg) TP_HIDDEN;
 struct tp_agent_thread *tp_agent_slot(void) TP_HIDDEN;
-void tp_agent_addr_add(uint64_t pc) TP_HIDDEN;
+void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;
 
 /* stepper.c */
 void tp_trap_handler(int sig, siginfo_t *si, void *ucv) TP_HIDDEN;
 int tp_stepper_install(void) TP_HIDDEN;
 int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind) TP_HIDDEN;
 void tp_thread_start_counting(struct tp_tstate *ts) TP_HIDDEN;
+void tp_count_pc(struct tp_tstate *ts, uint64_t pc, unsigned *len) TP_HIDDEN;
+void tp_uncount_pc(struct tp_tstate *ts, uint64_t pc) TP_HIDDEN;
 
 /* signals.c */
 struct tp_ksigaction {
@@ -101,6 +105,13 @@ int tp_sig_init(void) TP_HIDDEN;
 long tp_sig_emulate_sigaction(ucontext_t *uc) TP_HIDDEN;
 long tp_sig_emulate_sigprocmask(struct tp_tstate *ts, ucontext_t *uc) TP_HIDDEN;
 void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc) TP_HIDDEN;
+/* The program's idea of @sig's action; returns 0 when unknown. */
+int tp_sig_virtual(int sig, struct tp_ksigaction *out) TP_HIDDEN;
+/* libc changed @sig's action for real: take it as the program's, and put the agent's back. */
+void tp_sig_refresh(int sig) TP_HIDDEN;
+
+/* wrap.c */
+void tp_wrap_init(void) TP_HIDDEN;
 
 static inline uint64_t tp_sigbit(int sig)
 {

@@ -185,7 +185,7 @@ static void map_ensure(uint64_t pc)
 
 /* ---- address histogram: open addressing, insertion by CAS, shared by all threads ---- */
 
-void tp_agent_addr_add(uint64_t pc)
+void tp_agent_addr_add(uint64_t pc, uint64_t n)
 {
 	uint64_t mask = tp_ag.addr_mask;
 	uint64_t i = (pc * 0x9e3779b97f4a7c15ull) >> 20;
@@ -200,7 +200,7 @@ void tp_agent_addr_add(uint64_t pc)
 				map_ensure(pc);
 		}
 		if (cur == 0 || cur == pc) {
-			__atomic_fetch_add(&e->count, 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&e->count, n, __ATOMIC_RELAXED);
 			return;
 		}
 	}
@@ -363,6 +363,7 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 
 	if (fd < 0 || secure_exec(envp))
 		return 0;
+	tp_wrap_init();
 	if (ctl_map(fd) == -1)
 		return 0;
 	ctl = tp_ag.ctl;

@@ -147,4 +147,38 @@ tp_restore_rt:
 	syscall
 	.size tp_restore_rt, .-tp_restore_rt
 
+
+/* Interposed libc functions (wrap.c): tp_wrap_route(which) picks the target, and whether to
+ * set TF first (a stepped thread runs libc's own code, so that it is counted), keeping the
+ * caller's argument registers intact. */
+#define WRAP(name, which)						\
+	.p2align 4;							\
+	.globl name;							\
+	.type name, @function;						\
+name:									\
+	.cfi_startproc;							\
+	endbr64;							\
+	push %rdi; push %rsi; push %rdx; push %rcx; push %r8; push %r9;	\
+	sub $8, %rsp;							\
+	.cfi_adjust_cfa_offset 56;					\
+	mov $which, %edi;						\
+	call tp_wrap_route;						\
+	mov %rdx, %r11;							\
+	add $8, %rsp;							\
+	pop %r9; pop %r8; pop %rcx; pop %rdx; pop %rsi; pop %rdi;	\
+	.cfi_adjust_cfa_offset -56;					\
+	test %r11, %r11;						\
+	jz 1f;								\
+	TF_ON;								\
+	jmp *%rax;							\
+1:	jmp *%rax;							\
+	.cfi_endproc;							\
+	.size name, .-name
+
+	.text
+WRAP(sigaction, 0)
+WRAP(signal, 1)
+WRAP(sigprocmask, 2)
+WRAP(pthread_sigmask, 3)
+
 	.section .note.GNU-stack, "", @progbits

@@ -52,6 +52,41 @@ static long ksigaction(int sig, const struct tp_ksigaction *act, struct tp_ksiga
 	return tp_raw4(SYS_rt_sigaction, sig, act, old, 8);
 }
 
+int tp_sig_virtual(int sig, struct tp_ksigaction *out)
+{
+	int valid;
+
+	if (sig < 1 || sig > NSIG_MAX)
+		return 0;
+	lock();
+	valid = virt[sig].valid;
+	if (valid)
+		*out = virt[sig].act;
+	unlock();
+	return valid;
+}
+
+void tp_sig_refresh(int sig)
+{
+	struct tp_ksigaction cur, real;
+
+	if (sig < 1 || sig > NSIG_MAX || sig == SIGKILL || sig == SIGSTOP)
+		return;
+	lock();
+	if (!ksigaction(sig, NULL, &cur) && cur.handler != (void *)tp_sig_entry &&
+	    cur.handler != (void *)tp_trap_handler) {
+		virt[sig].act = cur;
+		virt[sig].valid = 1;
+		if (sig == SIGTRAP)
+			tp_stepper_install();
+		else if (is_handler(cur.handler)) {
+			real_action(sig, &cur, &real);
+			ksigaction(sig, &real, NULL);
+		}
+	}
+	unlock();
+}
+
 int tp_sig_init(void)
 {
 	for (int sig = 1; sig <= NSIG_MAX; sig++) {
@@ -201,9 +236,13 @@ TP_HIDDEN struct tp_dispatch tp_sig_dispatch(int sig, siginfo_t *si, ucontext_t 
 	}
 	d.handler = (uint64_t)(uintptr_t)h;
 	if (stepped(uc)) {
-		/* delivered before the instruction after a syscall ran: the sigreturn will
-		 * account for it */
-		tp_ts.pending = 0;
+		/* The interrupted instruction runs after the handler's sigreturn, which counts
+		 * it then.  Delivered at a syscall's exit, it was pending and not counted yet;
+		 * delivered after a trap, that trap counted it: take that back. */
+		if (tp_ts.pending)
+			tp_ts.pending = 0;
+		else
+			tp_uncount_pc(&tp_ts, (uint64_t)uc->uc_mcontext.gregs[REG_RIP]);
 		d.tf = 1;
 	}
 	return d;
@@ -221,8 +260,25 @@ void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc)
 		default_action(SIGTRAP);
 		return;
 	}
-	if (stepped(uc))
+	if (stepped(uc)) {
+		/* Natively the handler would return through the program's restorer and the
+		 * interrupted instruction would run after rt_sigreturn without a trap of its
+		 * own (unless a trap had counted it already: an asynchronous SIGTRAP). */
+		struct tp_ksigaction act = {0};
+		int fresh = tp_ts.pending || si->si_code == SI_KERNEL;
+		unsigned len = 0;
+
+		tp_ts.pending = 0;
+		tp_sig_virtual(SIGTRAP, &act);
 		tp_call_handler_tf(h, sig, si, uc);
-	else
+		if ((act.flags & TP_SA_RESTORER) && act.restorer) {
+			tp_count_pc(&tp_ts, (uint64_t)(uintptr_t)act.restorer, &len);
+			if (len)
+				tp_count_pc(&tp_ts, (uint64_t)(uintptr_t)act.restorer + len, NULL);
+		}
+		if (fresh)
+			tp_ts.pending = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	} else {
 		((void (*)(int, siginfo_t *, void *))h)(sig, si, uc);
+	}
 }

@@ -95,9 +95,28 @@ static void count_insn(struct tp_tstate *ts, uint64_t pc, const struct tp_insn *
 		__atomic_fetch_add(&tp_ag.ctl->overflow_count, 1, __ATOMIC_RELAXED);
 	}
 	if (tp_ag.addrs)
-		tp_agent_addr_add(pc);
+		tp_agent_addr_add(pc, 1);
 	if (!tp_ag.ctl->control_pc)
 		tp_ag.ctl->control_pc = pc;
+}
+
+/* Take back the count of the instruction at @pc (counted before a signal interrupted it). */
+void tp_uncount_pc(struct tp_tstate *ts, uint64_t pc)
+{
+	struct tp_agent_thread *t = ts->slot;
+	struct tp_insn in;
+
+	if (decode_at(pc, &in))
+		in.mnemonic = 0;
+	if (t) {
+		t->count--;
+		if ((tp_ag.flags & TP_CTL_BY_MNEMONIC) && in.mnemonic < TP_AGENT_MNEMONICS)
+			t->mnemonic[in.mnemonic]--;
+	} else {
+		__atomic_fetch_sub(&tp_ag.ctl->overflow_count, 1, __ATOMIC_RELAXED);
+	}
+	if (tp_ag.addrs)
+		tp_agent_addr_add(pc, (uint64_t)-1);
 }
 
 static void count_pc(struct tp_tstate *ts, uint64_t pc, struct tp_insn *in)
@@ -132,6 +151,15 @@ static void stop_counting(struct tp_tstate *ts, greg_t *g)
 
 /* The instruction that ran without a trap after a syscall; a syscall there (a restarted
  * one, after rt_sigreturn) took its following instruction along too. */
+void tp_count_pc(struct tp_tstate *ts, uint64_t pc, unsigned *len)
+{
+	struct tp_insn in;
+
+	count_pc(ts, pc, &in);
+	if (len)
+		*len = in.len;
+}
+
 static void count_pending(struct tp_tstate *ts)
 {
 	struct tp_insn in;
@@ -145,18 +173,39 @@ static void count_pending(struct tp_tstate *ts)
 
 /* ---- breakpoints with an out-of-line copy of the displaced instruction ---- */
 
+/* A page for out-of-line copies within rel32 reach of @addr (breakpoints in the program and
+ * in libc are more than 2 GiB apart): an existing one, or a new one just below. */
 static uint64_t slot_page_near(uint64_t addr)
 {
+	for (int i = 0; i < tp_ag.npages; i++) {
+		uint64_t p = tp_ag.slot_pages[i];
+		uint64_t d = p > addr ? p - addr : addr - p;
+
+		if (d < (1ull << 30) && tp_ag.slot_used[i] + 64 <= 4096)
+			return p;
+	}
+	if (tp_ag.npages >= TP_AGENT_MAX_BPS)
+		return 0;
 	for (int i = 1; i < 64; i++) {
 		uint64_t hint = (addr & ~0xfffffull) - (uint64_t)i * 0x1000000ull;
-		long p = tp_raw6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_WRITE,
+		long p = tp_raw6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_EXEC,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
 		if (p < 0 && p > -4096)
 			continue;
+		tp_ag.slot_pages[tp_ag.npages] = (uint64_t)p;
+		tp_ag.slot_used[tp_ag.npages++] = 0;
 		return (uint64_t)p;
 	}
 	return 0;
+}
+
+static int slot_index(uint64_t page)
+{
+	for (int i = 0; i < tp_ag.npages; i++)
+		if (tp_ag.slot_pages[i] == page)
+			return i;
+	return -1;
 }
 
 static int patch_byte(uint64_t addr, uint8_t b)
@@ -175,8 +224,9 @@ int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
 {
 	struct tp_abp *bp;
 	uint8_t code[64];
+	uint64_t page;
 	size_t len = 0;
-	int n;
+	int n, idx;
 
 	if (tp_ag.nbps >= TP_AGENT_MAX_BPS)
 		return -1;
@@ -184,22 +234,23 @@ int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
 	n = read_code(addr, bp->orig);
 	if (!n || tp_arch_decode(bp->orig, (size_t)n, addr, &bp->insn))
 		return -1;
-	if (!tp_ag.slot_page) {
-		tp_ag.slot_page = slot_page_near(addr);
-		if (!tp_ag.slot_page)
-			return -1;
-	} else if (tp_raw3(SYS_mprotect, tp_ag.slot_page, 4096, PROT_READ | PROT_WRITE)) {
+	page = slot_page_near(addr);
+	idx = slot_index(page);
+	if (!page || idx < 0)
 		return -1;
-	}
-	bp->slot = tp_ag.slot_page + (uint64_t)tp_ag.nbps * 64;
+	bp->slot = page + tp_ag.slot_used[idx];
 	if (tp_arch_relocate(bp->orig, bp->insn.len, addr, bp->slot, code, sizeof(code) - 5,
 			     &len))
-		goto err;
+		return -1;
 	bp->slot_back = bp->slot + len;
 	if (tp_arch_emit_jmp(code + len, bp->slot_back, addr + bp->insn.len))
-		goto err;
+		return -1;
+	/* the page is never writable and executable at once; nothing runs it yet */
+	if (tp_raw3(SYS_mprotect, page, 4096, PROT_READ | PROT_WRITE))
+		return -1;
 	memcpy((void *)bp->slot, code, len + 5);
-	tp_raw3(SYS_mprotect, tp_ag.slot_page, 4096, PROT_READ | PROT_EXEC);
+	tp_raw3(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC);
+	tp_ag.slot_used[idx] += 64;
 	bp->addr = addr;
 	bp->kind = kind;
 	if (patch_byte(addr, 0xcc))
@@ -207,9 +258,6 @@ int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
 	bp->live = 1;
 	tp_ag.nbps++;
 	return 0;
-err:
-	tp_raw3(SYS_mprotect, tp_ag.slot_page, 4096, PROT_READ | PROT_EXEC);
-	return -1;
 }
 
 static struct tp_abp *bp_find(uint64_t addr)
@@ -222,7 +270,10 @@ static struct tp_abp *bp_find(uint64_t addr)
 
 static int in_slots(uint64_t pc)
 {
-	return tp_ag.slot_page && pc - tp_ag.slot_page < 4096;
+	for (int i = 0; i < tp_ag.npages; i++)
+		if (pc - tp_ag.slot_pages[i] < 4096)
+			return 1;
+	return 0;
 }
 
 static void region_begin(struct tp_tstate *ts, greg_t *g)
@@ -482,11 +533,13 @@ int tp_stepper_install(void)
 	extern void tp_restore_rt(void) TP_HIDDEN;
 	long p;
 
-	p = tp_raw6(SYS_mmap, 0, (1l << DC_BITS) * (long)sizeof(struct dc_entry),
-		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p < 0 && p > -4096)
-		return -1;
-	dcache = (struct dc_entry *)p;
+	if (!dcache) {
+		p = tp_raw6(SYS_mmap, 0, (1l << DC_BITS) * (long)sizeof(struct dc_entry),
+			    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p < 0 && p > -4096)
+			return -1;
+		dcache = (struct dc_entry *)p;
+	}
 	sa.handler = (void *)tp_trap_handler;
 	sa.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | TP_SA_RESTORER;
 	sa.restorer = (void *)tp_restore_rt;

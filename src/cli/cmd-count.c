@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,7 +34,8 @@ static const char usage_text[] =
 	"  --start SYM     count from each thread's first entry of SYM to that call's return\n"
 	"  --stop SYM      ... or to the entry of SYM\n"
 	"  --by KEY        histogram by mnemonic, function, object or address\n"
-	"  --top N         show the N largest histogram entries (default 20; 0 for all)\n"
+	"  --top N         show the N largest histogram entries (default: 20 in text, all in\n"
+	"                  JSON; 0 for all)\n"
 	"  --json          write the report as one JSON object\n"
 	"  -o FILE         write the report to FILE instead of stderr\n"
 	"  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
@@ -370,8 +372,8 @@ static void report_text(struct count_ctx *c, FILE *f, struct hist *h, const char
 		fprintf(f, "  warning       %s\n", r->warning);
 	if (c->o->by == BY_NONE)
 		return;
-	if (c->o->top > 0 && (size_t)c->o->top < shown)
-		shown = (size_t)c->o->top;
+	if (c->o->top != 0 && (size_t)(c->o->top < 0 ? 20 : c->o->top) < shown)
+		shown = (size_t)(c->o->top < 0 ? 20 : c->o->top);
 	fprintf(f, "  histogram by %s (%zu of %zu)\n  %14s  %6s  %s\n", by_names[c->o->by], shown,
 		h->n, "count", "%", by_names[c->o->by]);
 	for (size_t i = 0; i < shown; i++)
@@ -535,7 +537,7 @@ int cmd_count(int argc, char **argv)
 		{"no-startup", no_argument, NULL, 'U'},	  {"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	struct count_opts o = {.top = 20};
+	struct count_opts o = {.top = -1};
 	struct count_result *r = calloc(1, sizeof(*r));
 	struct count_ctx c = {.o = &o, .r = r, .ctl_fd = -1};
 	char path[PATH_MAX];
@@ -688,6 +690,10 @@ int cmd_count(int argc, char **argv)
 		}
 	}
 	tp_cli_catch_signals(o.pid != 0);
+	/* Like gdb, run the program without address-space randomisation: string functions
+	 * take other paths for other alignments, and counts should repeat exactly. */
+	if (!o.pid)
+		personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 
 	if (o.pid)
 		err = count_attach_ptrace(&c);

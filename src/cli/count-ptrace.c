@@ -65,6 +65,9 @@ struct engine {
 	bool until_sync;    /* trapflag start-up: stop at the agent's sync int3 */
 	bool synced;
 	bool stepping_all;  /* whole program: every thread is counted from the start */
+	pid_t over_tid;	    /* the thread stepping over a breakpoint, others stopped */
+	struct tp_event *deferred; /* events of other threads meanwhile, handled after it */
+	size_t ndeferred, cap_deferred;
 };
 
 static struct pthread *thread_get(struct engine *e, pid_t tid)
@@ -249,6 +252,7 @@ static int advance(struct engine *e, struct pthread *t, struct user_regs_struct 
 		if (err)
 			return err;
 		t->over = bp;
+		e->over_tid = t->tid;
 	}
 	return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
 }
@@ -441,6 +445,7 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	if (t->over) {
 		err = bp_write(e, t->over, true);
 		t->over = NULL;
+		e->over_tid = 0;
 		if (!err)
 			err = tp_proc_resume_all(e->proc);
 		if (err)
@@ -478,7 +483,27 @@ static int run(struct engine *e)
 	int err = 0;
 
 	for (;;) {
-		err = tp_proc_wait(e->proc, &ev);
+		if (!e->over_tid && e->ndeferred) {
+			ev = e->deferred[0];
+			memmove(e->deferred, e->deferred + 1, --e->ndeferred * sizeof(ev));
+			err = 0;
+		} else {
+			err = tp_proc_wait(e->proc, &ev);
+		}
+		if (!err && e->over_tid && ev.tid != e->over_tid) {
+			/* one step-over at a time: the breakpoint byte is out meanwhile */
+			if (e->ndeferred == e->cap_deferred) {
+				size_t ncap = e->cap_deferred ? e->cap_deferred * 2 : 16;
+				struct tp_event *d = realloc(e->deferred, ncap * sizeof(*d));
+
+				if (!d)
+					return -ENOMEM;
+				e->deferred = d;
+				e->cap_deferred = ncap;
+			}
+			e->deferred[e->ndeferred++] = ev;
+			continue;
+		}
 		if (err == -ECHILD)
 			return 0;
 		if (err == -EINTR) {
@@ -509,7 +534,15 @@ static int run(struct engine *e)
 				err = on_step(e, t, &ev);
 				break;
 			}
-			/* nothing ran since the last stop: the instruction is still to come */
+			if (t->counting && t->last_pc != NO_PC) {
+				/* A signal stop usually comes before the instruction runs; but the
+				 * step report of a syscall merges into a pending SIGTRAP, so a
+				 * thread that moved did run it. */
+				struct user_regs_struct regs;
+
+				if (!tp_proc_get_regs(t->tid, &regs) && regs.rip != t->last_pc)
+					count_last(e, t);
+			}
 			t->last_pc = NO_PC;
 			err = tp_proc_resume(e->proc, t->tid,
 					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, ev.sig);
@@ -594,6 +627,7 @@ static int engine_init(struct engine *e, struct count_ctx *c)
 
 static void engine_fini(struct engine *e)
 {
+	free(e->deferred);
 	free(e->th);
 	free(e->dc);
 }
