@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Every option that `tracepad COMMAND --help` lists is documented in docs/tracepad-COMMAND.1,
+and `tracepad --help` lists every command that has a man page."""
+import os
+import re
+import subprocess
+import sys
+
+tp = os.environ["TRACEPAD"]
+docs = os.path.join(os.environ["TP_SOURCE_ROOT"], "docs")
+failed = 0
+n = 0
+
+
+def check(cond, what):
+    global failed, n
+    n += 1
+    print("%sok %d - %s" % ("" if cond else "not ", n, what))
+    if not cond:
+        failed += 1
+
+
+top = subprocess.run([tp, "--help"], capture_output=True, text=True)
+check(top.returncode == 0, "tracepad --help exits 0")
+for page in sorted(os.listdir(docs)):
+    m = re.match(r"tracepad-(\w+)\.1$", page)
+    if not m:
+        continue
+    cmd = m.group(1)
+    check(re.search(r"^\s+%s\s" % cmd, top.stdout, re.M) is not None,
+          "tracepad --help lists %s" % cmd)
+    h = subprocess.run([tp, cmd, "--help"], capture_output=True, text=True)
+    check(h.returncode == 0 and "usage: tracepad %s" % cmd in h.stdout,
+          "tracepad %s --help prints its usage" % cmd)
+    man = open(os.path.join(docs, page)).read().replace("\\-", "-")
+    for opt in sorted(set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", h.stdout))):
+        check(opt in man, "%s: option %s is in the man page" % (page, opt))
+print("1..%d" % n)
+sys.exit(1 if failed else 0)

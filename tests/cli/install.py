@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""`meson install` with DESTDIR gives a tracepad that finds its agent under the prefix and
+counts a program with the trapflag engine."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+build = os.environ["TP_BUILD_ROOT"]
+dest = tempfile.mkdtemp(prefix="tp-install-")
+failed = 0
+n = 0
+
+
+def check(cond, what, detail=""):
+    global failed, n
+    n += 1
+    print("%sok %d - %s" % ("" if cond else "not ", n, what))
+    if not cond:
+        failed += 1
+        if detail:
+            print("#   " + str(detail).replace("\n", "\n#   "))
+
+
+try:
+    r = subprocess.run(["meson", "install", "-C", build, "--no-rebuild", "--quiet"],
+                       env=dict(os.environ, DESTDIR=dest), capture_output=True, text=True)
+    check(r.returncode == 0, "meson install with DESTDIR", r.stderr[-2000:])
+    exe = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs if f == "tracepad"]
+    agents = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs
+              if f == "libtracepad-agent.so"]
+    check(len(exe) == 1 and len(agents) == 1, "one tracepad and one agent installed",
+          (exe, agents))
+    mans = [f for d, _, fs in os.walk(dest) for f in fs if f.startswith("tracepad")
+            and f.endswith(".1")]
+    check(len(mans) >= 2, "man pages installed", mans)
+    if exe:
+        v = subprocess.run([exe[0], "--version"], capture_output=True, text=True)
+        check(v.returncode == 0 and v.stdout.startswith("tracepad "), "--version", v.stdout)
+        env = {k: v for k, v in os.environ.items() if k != "TRACEPAD_AGENT"}
+        out = os.path.join(dest, "report.json")
+        r = subprocess.run([exe[0], "count", "--engine", "trapflag", "--no-startup", "--json",
+                            "-o", out, "--", "/bin/echo", "installed"],
+                           env=env, capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout == "installed\n",
+              "the installed tracepad runs the program unchanged", (r.returncode, r.stdout,
+                                                                    r.stderr))
+        rep = json.load(open(out)) if os.path.exists(out) else {}
+        check(rep.get("instructions", 0) > 1000 and not rep.get("warning"),
+              "the installed agent counted the program", rep)
+finally:
+    shutil.rmtree(dest, ignore_errors=True)
+print("1..%d" % n)
+sys.exit(1 if failed else 0)
