@@ -286,7 +286,7 @@ static void report_json(struct count_ctx *c, FILE *f, struct hist *h, const char
 	}
 	if (r->have_startup) {
 		where(c, r->control_pc, ctl_at, sizeof(ctl_at));
-		fprintf(f, ", \"startup\": {\"instructions\": %llu, \"agent_control_at\": ",
+		fprintf(f, ", \"startup\": {\"instructions\": %llu, \"where\": ",
 			(unsigned long long)r->startup);
 		json_str(f, ctl_at);
 		fputs(", \"counted_by\": \"ptrace\"}", f);

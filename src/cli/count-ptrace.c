@@ -204,6 +204,29 @@ static void bp_remove_all(struct engine *e)
 			e->bps[i].live = false;
 }
 
+/* If tracepad itself crashes, the kernel detaches its tracees; only the breakpoint bytes
+ * would stay behind, so a fatal signal puts them back first. */
+static struct engine *crash_engine;
+
+static void on_fatal(int sig)
+{
+	if (crash_engine)
+		bp_remove_all(crash_engine);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void catch_fatal(struct engine *e)
+{
+	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+	struct sigaction sa = {.sa_handler = on_fatal, .sa_flags = SA_RESETHAND};
+
+	crash_engine = e;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
 static void stop_counting(struct pthread *t)
 {
 	t->counting = false;
@@ -627,6 +650,7 @@ static int engine_init(struct engine *e, struct count_ctx *c)
 
 static void engine_fini(struct engine *e)
 {
+	crash_engine = NULL;
 	free(e->deferred);
 	free(e->th);
 	free(e->dc);
@@ -680,6 +704,7 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 	if (err)
 		goto out;
 	e.pid = c->pid = tp_proc_pid(e.proc);
+	catch_fatal(&e);
 	if (until_sync && !step_from_exec) {
 		/* the agent counts alone: let the program go at its first instruction */
 		err = tp_proc_detach(e.proc);
@@ -757,6 +782,7 @@ int count_attach_ptrace(struct count_ctx *c)
 	if (err)
 		goto out;
 	e.pid = tp_proc_pid(e.proc);
+	catch_fatal(&e);
 	snprintf(c->r->start_note, sizeof(c->r->start_note),
 		 "counted from the moment tracepad attached");
 	err = tp_symtab_load_pid(c->syms, e.pid);
