@@ -26,6 +26,7 @@ enum tp_agent_mode {
 #define TP_CTL_BY_ADDRESS 0x08	/* address histogram (for --by function/object/address) */
 #define TP_CTL_MAIN_DYNAMIC 0x10 /* start at main(), taken from __libc_start_main's 1st arg */
 #define TP_CTL_API 0x20 /* count between tracepad_step_begin() and tracepad_step_end() */
+#define TP_CTL_SYNC2 0x40 /* passive: int3 again once the agent's own set-up is done */
 
 /* ctl->state bits, set by the agent */
 #define TP_AGENT_ST_ACTIVE 0x01	  /* the agent took control */
@@ -80,6 +81,7 @@ struct tp_agent_ctl {
 	uint64_t agent_text[2];	    /* [start, end) of the agent's code */
 	uint64_t step_begin_pc, step_end_pc; /* tracepad_step_begin/end in the agent */
 	uint64_t sync_pc;		    /* address of the int3 of TP_CTL_SYNC */
+	uint64_t sync2_pc;		    /* and of TP_CTL_SYNC2 */
 	uint32_t maps_lock;
 	uint32_t pad1;
 	char error[256];

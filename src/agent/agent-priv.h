@@ -73,6 +73,7 @@ extern __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initi
 void tracepad_step_begin(void);
 void tracepad_step_end(void);
 void tp_agent_sync(void) TP_HIDDEN;
+void tp_agent_sync2(void) TP_HIDDEN;
 void tp_sig_entry(int, siginfo_t *, void *) TP_HIDDEN;
 void tp_noop_handler(int) TP_HIDDEN;
 void tp_call_handler_tf(void *handler, int sig, siginfo_t *si, void *uc) TP_HIDDEN;
@@ -109,6 +110,9 @@ void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc) TP_HIDDEN;
 int tp_sig_virtual(int sig, struct tp_ksigaction *out) TP_HIDDEN;
 /* libc changed @sig's action for real: take it as the program's, and put the agent's back. */
 void tp_sig_refresh(int sig) TP_HIDDEN;
+
+/* zydis-shim.c */
+int tp_zydis_load(void) TP_HIDDEN;
 
 /* wrap.c */
 void tp_wrap_init(void) TP_HIDDEN;

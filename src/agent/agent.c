@@ -372,10 +372,18 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 	ctl->sync_pc = (uint64_t)(uintptr_t)&tp_agent_sync;
 	ctl->step_begin_pc = (uint64_t)(uintptr_t)&tracepad_step_begin;
 	ctl->step_end_pc = (uint64_t)(uintptr_t)&tracepad_step_end;
+	ctl->sync2_pc = (uint64_t)(uintptr_t)&tp_agent_sync2;
 	if (ctl->flags & TP_CTL_SYNC)
 		tp_agent_sync();
-	/* From here on nothing is counted by any engine: the tracer has let go, or excludes
-	 * the agent's code, and TF is not set yet. */
+	/* From here on nothing is counted by any engine: the trapflag engine's tracer has let
+	 * go and TF is not set yet; the ptrace engine lets the agent run to its second int3.
+	 * Zydis is loaded in both cases, so that it is finalised at exit under both. */
+	if (tp_zydis_load() && ctl->mode == TP_AGENT_COUNT) {
+		tp_agent_fail("cannot load libZydis");
+		return 0;
+	}
+	if (ctl->flags & TP_CTL_SYNC2)
+		tp_agent_sync2();
 	if (tp_ag.disabled || ctl->mode != TP_AGENT_COUNT || !tp_ag.threads)
 		return 0;
 	dl_iterate_phdr(find_text, NULL);

@@ -71,6 +71,18 @@ tp_agent_sync:
 	.cfi_endproc
 	.size tp_agent_sync, .-tp_agent_sync
 
+/* The second int3 (TP_CTL_SYNC2): what ran since the first was the agent's own set-up. */
+	.p2align 4
+	.globl tp_agent_sync2
+	.hidden tp_agent_sync2
+	.type tp_agent_sync2, @function
+tp_agent_sync2:
+	.cfi_startproc
+	int3
+	ret
+	.cfi_endproc
+	.size tp_agent_sync2, .-tp_agent_sync2
+
 /* Real handler of every signal the program handles: asks tp_sig_dispatch() for the program's
  * handler and whether to step it, then jumps to it with the kernel's frame untouched, so the
  * handler returns through the program's own restorer. */

@@ -394,9 +394,13 @@ static int on_breakpoint(struct engine *e, struct pthread *t, struct tp_event *e
 			err = on_sync(e, t);
 			if (err)
 				return err;
-			return advance(e, t, &regs);
+			/* the agent's own set-up runs free up to its second int3 */
+			t->last_pc = NO_PC;
+			return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 		}
 	}
+	if (e->synced && regs.rip - 1 == e->c->ctl->sync2_pc)
+		return advance(e, t, &regs);
 	bp = bp_at(e, regs.rip - 1);
 	if (!bp) {
 		/* the program's own int3: it gets its SIGTRAP, as without tracepad */
@@ -610,6 +614,9 @@ static int run(struct engine *e)
 					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
 			break;
 		case TP_EV_EXIT:
+			/* the last chance to see the program's mappings, for the histogram */
+			if (t->tid == e->pid && e->c->o->by >= BY_FUNCTION)
+				tp_symtab_load_pid(e->c->syms, e->pid);
 			/* an exiting thread ran its exit syscall; one killed did not run on */
 			if (t->last_pc != NO_PC && t->last_kind == TP_INSN_SYSCALL)
 				count_last(e, t);
@@ -761,7 +768,7 @@ int count_run_ptrace(struct count_ctx *c)
 	/* the passive agent stops once in its constructor: objects are loaded by then, and
 	 * its own code range is known */
 	if (c->ctl && !c->is_static)
-		c->ctl->flags |= TP_CTL_SYNC;
+		c->ctl->flags |= TP_CTL_SYNC | TP_CTL_SYNC2;
 	return count_launch_ptrace(c, false, c->whole);
 }
 
