@@ -1,0 +1,9 @@
+#!/bin/sh
+# What `make bench` runs: every benchmark of bench/, each printing its ratios to its peers.
+# Usage: sh bench/run.sh BUILDDIR
+set -eu
+build=${1:-build}
+dir=$(dirname "$0")
+status=0
+python3 "$dir/count.py" "$build" || status=1
+exit $status

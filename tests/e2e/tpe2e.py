@@ -1,0 +1,197 @@
+"""Shared helpers of the e2e tests of `tracepad count`: run a program natively and under
+tracepad (--json -o FILE), parse the report, and record checks.  A test script exits 0 when
+every check passed, 1 otherwise, 77 only when the kernel lacks a feature it needs.
+
+Environment: TRACEPAD (the CLI), TP_TARGETS or argv[1] (the built targets' directory)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+ENGINES = ("ptrace", "trapflag")
+# Single-stepping costs ~20-35 us an instruction here: a 100k-instruction region takes a
+# few seconds, a whole /bin/ls some tens.  Generous, so that only a hang times out.
+RUN_TIMEOUT = 240
+
+TRACEPAD = os.environ.get("TRACEPAD", "")
+TARGETS = os.environ.get("TP_TARGETS") or (sys.argv[1] if len(sys.argv) > 1 else "")
+
+
+def target(name):
+    return os.path.join(TARGETS, name)
+
+
+class Run:
+    """One finished process: rc, out, err (text), report (dict or None), seconds."""
+
+    def __init__(self, argv, rc, out, err, seconds, report=None, report_error=None):
+        self.argv = argv
+        self.rc = rc
+        self.out = out
+        self.err = err
+        self.seconds = seconds
+        self.report = report
+        self.report_error = report_error
+
+    def __repr__(self):
+        return "rc=%r stdout=%r stderr=%r" % (self.rc, self.out[-300:], self.err[-300:])
+
+
+def _run(argv, timeout, env=None):
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode(errors="replace")
+        err = (e.stderr or b"").decode(errors="replace")
+        return Run(argv, "timeout after %ds" % timeout, out, err, time.monotonic() - t0)
+    except OSError as e:
+        return Run(argv, "cannot run: %s" % e, "", "", time.monotonic() - t0)
+    return Run(argv, p.returncode, p.stdout.decode(errors="replace"),
+               p.stderr.decode(errors="replace"), time.monotonic() - t0)
+
+
+def native(argv, timeout=60):
+    return _run(list(argv), timeout)
+
+
+def count_argv(prog_argv, engine=None, start=None, stop=None, by=None, top=None, pid=None,
+               extra=(), json_out=None):
+    argv = [TRACEPAD, "count"]
+    if engine:
+        argv += ["--engine", engine]
+    if start:
+        argv += ["--start", start]
+    if stop:
+        argv += ["--stop", stop]
+    if by:
+        argv += ["--by", by]
+    if top is not None:
+        argv += ["--top", str(top)]
+    if json_out:
+        argv += ["--json", "-o", json_out]
+    argv += list(extra)
+    if pid is not None:
+        argv += ["-p", str(pid)]
+    else:
+        argv += ["--"] + list(prog_argv)
+    return argv
+
+
+def count(prog_argv, engine=None, start=None, stop=None, by=None, top=None, pid=None,
+          extra=(), timeout=RUN_TIMEOUT):
+    """tracepad count ... --json -o TMP; the parsed report is in .report."""
+    fd, path = tempfile.mkstemp(prefix="tp-e2e-", suffix=".json")
+    os.close(fd)
+    os.unlink(path)  # tracepad creates it; a stale file must not pass for a report
+    try:
+        r = _run(count_argv(prog_argv, engine, start, stop, by, top, pid, extra, path), timeout)
+        try:
+            with open(path) as f:
+                text = f.read()
+            r.report = json.loads(text)
+            if not isinstance(r.report, dict):
+                r.report, r.report_error = None, "the report is not one JSON object"
+        except FileNotFoundError:
+            r.report_error = "no report written to -o FILE"
+        except ValueError as e:
+            r.report_error = "the report is not valid JSON (%s): %r" % (e, text[:200])
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    return r
+
+
+def exit_of(rc):
+    """The report's "exit" object that a process exit code corresponds to."""
+    if isinstance(rc, int) and rc < 0:
+        return {"signal": -rc}
+    return {"status": rc}
+
+
+class Checks:
+    """Numbered ok / not ok lines on stdout, and the script's exit status at the end."""
+
+    def __init__(self, name):
+        self.name = name
+        self.n = 0
+        self.failed = 0
+        self.t0 = time.monotonic()
+        if not TRACEPAD:
+            self.bail("TRACEPAD is not set (run through meson test)")
+        if not TARGETS or not os.path.isdir(TARGETS):
+            self.bail("the targets directory (TP_TARGETS or argv[1]) is missing: %r" % TARGETS)
+
+    def bail(self, why):
+        print("Bail out! %s: %s" % (self.name, why))
+        sys.exit(1)
+
+    def ok(self, cond, what, detail=""):
+        self.n += 1
+        if cond:
+            print("ok %d - %s" % (self.n, what))
+        else:
+            self.failed += 1
+            print("not ok %d - %s" % (self.n, what))
+            if detail:
+                for line in str(detail).splitlines():
+                    print("#   " + line)
+        sys.stdout.flush()
+        return bool(cond)
+
+    def eq(self, got, want, what, detail=""):
+        d = "got  %r\nwant %r" % (got, want)
+        if detail:
+            d += "\n" + str(detail)
+        return self.ok(got == want, what, d)
+
+    def report(self, r, what, engine=None, region=None):
+        """The run produced a well-formed report of `engine`; returns it or None."""
+        if not self.ok(r.report is not None, what + ": JSON report",
+                       "%s\n%r\n%s" % (r.report_error, r, " ".join(map(str, r.argv)))):
+            return None
+        rep = r.report
+        problems = []
+        for key, types in (("engine", str), ("instructions", int), ("threads", list),
+                           ("seconds", (int, float)), ("instructions_per_second", (int, float)),
+                           ("exit", dict)):
+            if not isinstance(rep.get(key), types) or isinstance(rep.get(key), bool):
+                problems.append("key %r: %r" % (key, rep.get(key)))
+        for key in ("region", "startup"):
+            if key not in rep:
+                problems.append("key %r missing" % key)
+        if engine and rep.get("engine") != engine:
+            problems.append("engine %r, want %r" % (rep.get("engine"), engine))
+        if region is not None and rep.get("region") != region:
+            problems.append("region %r, want %r" % (rep.get("region"), region))
+        for t in rep.get("threads") or []:
+            if not (isinstance(t, dict) and isinstance(t.get("tid"), int)
+                    and isinstance(t.get("instructions"), int)):
+                problems.append("thread entry %r" % (t,))
+        if not problems and rep["threads"]:
+            total = sum(t["instructions"] for t in rep["threads"])
+            if total != rep["instructions"]:
+                problems.append("threads sum to %d, instructions is %d"
+                                % (total, rep["instructions"]))
+        if not self.ok(not problems, what + ": report well-formed", "\n".join(problems)
+                       + "\n" + json.dumps(rep)[:600]):
+            return None
+        return rep
+
+    def same_as_native(self, r, nat, what):
+        """Output and exit status of the traced program are those of the native run."""
+        want_rc = 128 - nat.rc if isinstance(nat.rc, int) and nat.rc < 0 else nat.rc
+        self.eq(r.rc, want_rc, what + ": exit status unchanged", r)
+        self.eq(r.out, nat.out, what + ": stdout unchanged")
+        self.eq(r.err, nat.err, what + ": stderr unchanged (report went to -o)")
+        if r.report is not None:
+            self.eq(r.report.get("exit"), exit_of(nat.rc), what + ": report's exit")
+
+    def done(self):
+        print("# %s: %d checks, %d failed, %.1f s" % (self.name, self.n, self.failed,
+                                                     time.monotonic() - self.t0))
+        sys.exit(1 if self.failed or self.n == 0 else 0)
