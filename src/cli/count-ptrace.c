@@ -29,6 +29,7 @@ struct pthread {
 	uint64_t last_pc; /* resumed with STEP at this pc; NO_PC when nothing is pending */
 	uint16_t last_mnem;
 	uint8_t last_kind;
+	uint64_t next_pc; /* where the last instruction falls through to, if it does */
 	uint64_t count;
 	struct tp_abp_ptrace *over; /* stepping over this breakpoint with the others stopped */
 };
@@ -46,7 +47,7 @@ struct tp_abp_ptrace {
 struct dc {
 	uint64_t pc;
 	uint16_t mnem;
-	uint8_t kind, len;
+	uint8_t kind, len, flags;
 };
 
 struct engine {
@@ -100,6 +101,7 @@ static struct pthread *thread_get(struct engine *e, pid_t tid)
 		e->th[h].used = true;
 		e->th[h].tid = tid;
 		e->th[h].last_pc = NO_PC;
+		e->th[h].next_pc = NO_PC;
 		e->nth++;
 	}
 	return &e->th[h];
@@ -137,6 +139,7 @@ static int decode(struct engine *e, uint64_t pc, struct dc *out)
 	out->mnem = in.mnemonic;
 	out->kind = in.kind;
 	out->len = in.len;
+	out->flags = in.flags;
 	if (!e->dc[h].pc || e->dc[h].pc == pc)
 		e->dc[h] = *out;
 	return 0;
@@ -234,12 +237,17 @@ static void stop_counting(struct pthread *t)
 }
 
 /* t is stopped, about to run the instruction at regs->rip; decide how it goes on. */
-static int advance(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
+/* t is stopped, about to run the instruction at @pc; decide how it goes on.  @regs may be
+ * NULL when pc was predicted (the last instruction falls through): the registers are then
+ * read only where the region test needs the stack pointer. */
+static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
+		      const struct user_regs_struct *regs)
 {
-	uint64_t pc = regs->rip;
+	struct user_regs_struct r;
 	struct tp_abp_ptrace *bp;
 	struct dc d;
 
+	t->next_pc = NO_PC;
 	if (!t->counting)
 		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 	if (in_agent(e, pc)) {
@@ -250,7 +258,17 @@ static int advance(struct engine *e, struct pthread *t, struct user_regs_struct 
 		}
 		return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
 	}
-	if (t->in_region && tp_region_returned(pc, regs->rsp, t->region_ret, t->region_sp)) {
+	if (t->in_region && !regs && pc == t->region_ret) {
+		int err = tp_proc_get_regs(t->tid, &r);
+
+		if (err)
+			return err;
+		regs = &r;
+	}
+	/* the stack can only rise above the region's frame through a branch (ret, longjmp's
+	 * indirect jump), after which the registers are always read */
+	if (t->in_region && regs &&
+	    tp_region_returned(pc, regs->rsp, t->region_ret, t->region_sp)) {
 		stop_counting(t);
 		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 	}
@@ -261,6 +279,7 @@ static int advance(struct engine *e, struct pthread *t, struct user_regs_struct 
 	if (decode(e, pc, &d)) {
 		d.mnem = 0;
 		d.kind = TP_INSN_OTHER;
+		d.len = 0;
 	}
 	t->last_pc = pc;
 	t->last_mnem = d.mnem;
@@ -276,8 +295,15 @@ static int advance(struct engine *e, struct pthread *t, struct user_regs_struct 
 			return err;
 		t->over = bp;
 		e->over_tid = t->tid;
+	} else if (d.kind == TP_INSN_OTHER && d.len && !(d.flags & TP_INSN_F_REP)) {
+		t->next_pc = pc + d.len;
 	}
 	return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
+}
+
+static int advance(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
+{
+	return advance_at(e, t, regs->rip, regs);
 }
 
 static void region_begin(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
@@ -406,6 +432,7 @@ static int on_breakpoint(struct engine *e, struct pthread *t, struct tp_event *e
 		/* the program's own int3: it gets its SIGTRAP, as without tracepad */
 		count_last(e, t);
 		t->last_pc = NO_PC;
+		t->next_pc = NO_PC;
 		return tp_proc_resume(e->proc, t->tid,
 				      t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, SIGTRAP);
 	}
@@ -487,6 +514,8 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 		stop_counting(t);
 		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 	}
+	if (t->next_pc != NO_PC && ev->si.si_code != SIGTRAP)
+		return advance_at(e, t, t->next_pc, NULL);
 	err = tp_proc_get_regs(t->tid, &regs);
 	if (err)
 		return err;
@@ -571,6 +600,7 @@ static int run(struct engine *e)
 					count_last(e, t);
 			}
 			t->last_pc = NO_PC;
+			t->next_pc = NO_PC;
 			err = tp_proc_resume(e->proc, t->tid,
 					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, ev.sig);
 			break;

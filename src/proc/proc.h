@@ -48,6 +48,8 @@ struct tp_event {
 	pid_t new_tid;	/* TP_EV_CLONE / TP_EV_FORK */
 	siginfo_t si;	/* TP_EV_STEP / TP_EV_BREAKPOINT / TP_EV_SIGNAL */
 	bool leader;	/* TP_EV_EXITED: the thread-group leader of a traced process */
+	pid_t old_tid;	/* TP_EV_EXEC: the tid that called execve; when it differs from tid (a
+			 * non-leader thread exec'd), that tid is gone without an exit report */
 };
 
 enum tp_resume {
@@ -87,6 +89,23 @@ int tp_proc_wait(struct tp_proc *p, struct tp_event *ev);
 /* Resume a stopped task, delivering @sig (0 for none). */
 int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig);
 
+/* The protocol.  A reported stop leaves its task stopped until the caller resumes it:
+ * - TP_EV_SIGNAL: resume with ev.sig to pass the signal on unchanged (siginfo included).
+ * - TP_EV_BREAKPOINT for an int3 that is not the caller's: resume with SIGTRAP.
+ * - TP_EV_CLONE, TP_EV_FORK: ev.tid and, if followed, ev.new_tid are both stopped (the new
+ *   task's first stop has been consumed); the caller resumes both.
+ * - TP_EV_GROUP_STOP: resuming uses PTRACE_LISTEN, so the task stays stopped as its process
+ *   is; after SIGCONT it goes on as it was resumed, and the SIGCONT comes as a TP_EV_SIGNAL.
+ * - TP_EV_EXITED: nothing to resume.
+ * After launch or attach every task is stopped: resume each, or all with
+ * tp_proc_resume_all().  tp_proc_resume() returns -EBUSY for a task that is not stopped and
+ * succeeds for one killed while stopped (its TP_EV_EXITED follows); tp_proc_wait() returns
+ * -EDEADLK when no task is running and none has anything left to report.
+ * A tp_proc is used by the thread that created it (ptrace's rule).  Other children of that
+ * thread are never reaped.  A launched program keeps the caller's ignored signals (not its
+ * blocked ones) and stays the caller's child: after tp_proc_detach() the caller reaps it.
+ * PTRACE_O_EXITKILL is not used: if tracepad dies, its programs are detached and run on. */
+
 /* Stop every running task of @p except @except (PTRACE_INTERRUPT and wait); events that
  * arrive meanwhile are queued and returned by later tp_proc_wait() calls. */
 int tp_proc_stop_all(struct tp_proc *p, pid_t except);
@@ -103,6 +122,10 @@ int tp_proc_set_pc(pid_t tid, uint64_t pc);
 ssize_t tp_proc_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* Write @len bytes, also into read-only text (through /proc/PID/mem); returns 0 or -errno. */
 int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+
+/* Why ptrace(@pid) was refused with EPERM, as one line for the user (already traced,
+ * kernel.yama.ptrace_scope, other user).  Returns 0, or -ESRCH. */
+int tp_proc_perm_reason(pid_t pid, char *buf, size_t len);
 
 /* Value of one auxv entry (AT_ENTRY, AT_PHDR, ...) of @pid; returns 0 or -ENOENT. */
 int tp_proc_auxv(pid_t pid, unsigned long type, uint64_t *val);

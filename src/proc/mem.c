@@ -1,0 +1,245 @@
+/* Registers and memory of traced tasks: ptrace for registers, process_vm_readv for reads and
+ * /proc/PID/mem for writes (it writes into read-only text as a debugger must) and for reads
+ * that process_vm_readv refuses (PROT_NONE pages).  One /proc/PID/mem fd is kept per process. */
+#include "proc/proc-priv.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* ---- registers ---- */
+
+int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs)
+{
+	return ptrace(PTRACE_GETREGS, tid, 0, regs) ? -errno : 0;
+}
+
+int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs)
+{
+	return ptrace(PTRACE_SETREGS, tid, 0, regs) ? -errno : 0;
+}
+
+#define RIP_OFFSET (offsetof(struct user, regs) + offsetof(struct user_regs_struct, rip))
+
+int tp_proc_get_pc(pid_t tid, uint64_t *pc)
+{
+	long v;
+
+	errno = 0;
+	v = ptrace(PTRACE_PEEKUSER, tid, RIP_OFFSET, 0);
+	if (v == -1 && errno)
+		return -errno;
+	*pc = (uint64_t)v;
+	return 0;
+}
+
+int tp_proc_set_pc(pid_t tid, uint64_t pc)
+{
+	return ptrace(PTRACE_POKEUSER, tid, RIP_OFFSET, pc) ? -errno : 0;
+}
+
+/* ---- /proc/PID/mem descriptors ---- */
+
+#define NMEMFD 8
+
+/* The API takes pids, not a tp_proc, so the cache is process-wide; the lock also covers the
+ * I/O, so that no fd is closed under a reader in another thread. */
+static pthread_mutex_t memfd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	pid_t pid;
+	int fd;
+} memfds[NMEMFD];
+static unsigned memfd_victim;
+
+static int memfd_slot(pid_t pid)
+{
+	for (int i = 0; i < NMEMFD; i++)
+		if (memfds[i].pid && memfds[i].pid == pid)
+			return i;
+	return -1;
+}
+
+static void memfd_close_slot(int i)
+{
+	close(memfds[i].fd);
+	memfds[i].fd = -1;
+	memfds[i].pid = 0;
+}
+
+static int memfd_store(pid_t pid, int fd)
+{
+	int i;
+
+	for (i = 0; i < NMEMFD; i++)
+		if (!memfds[i].pid)
+			break;
+	if (i == NMEMFD) {
+		i = memfd_victim++ % NMEMFD;
+		memfd_close_slot(i);
+	}
+	memfds[i].pid = pid;
+	memfds[i].fd = fd;
+	return fd;
+}
+
+/* The mem file of any live thread of @pid other than the leader, for a leader that is a zombie
+ * (pthread_exit()): its own has no memory behind it. */
+static int open_thread_mem(pid_t pid)
+{
+	char path[80];
+	struct dirent *d;
+	int fd = -ESRCH;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -ESRCH;
+	while (fd < 0 && (d = readdir(dir))) {
+		pid_t tid = atoi(d->d_name);
+
+		if (tid <= 0 || tid == pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/mem", (int)pid, (int)tid);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			fd = -errno;
+	}
+	closedir(dir);
+	return fd;
+}
+
+static ssize_t rw(int fd, uint64_t addr, void *buf, size_t len, bool write)
+{
+	ssize_t n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return errno == EIO ? -EFAULT : -errno;
+	return n;
+}
+
+void tp_proc_memfd_drop(pid_t pid)
+{
+	int i;
+
+	pthread_mutex_lock(&memfd_lock);
+	i = memfd_slot(pid);
+	if (i >= 0)
+		memfd_close_slot(i);
+	pthread_mutex_unlock(&memfd_lock);
+}
+
+/* pread/pwrite on /proc/PID/mem.  0 bytes means no memory behind the fd: a cached one has gone
+ * stale (its process exec'd or died), or the leader is a zombie; the next candidate is tried. */
+static ssize_t mem_rw(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
+{
+	char path[64];
+	ssize_t n;
+	int i, fd;
+
+	if (addr > INT64_MAX || len > INT64_MAX - addr)
+		return -EFAULT;
+	pthread_mutex_lock(&memfd_lock);
+	i = memfd_slot(pid);
+	if (i >= 0) {
+		n = rw(memfds[i].fd, addr, buf, len, write);
+		if (n != 0)
+			goto out;
+		memfd_close_slot(i);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		n = rw(memfd_store(pid, fd), addr, buf, len, write);
+		if (n != 0)
+			goto out;
+		memfd_close_slot(memfd_slot(pid));
+	} else {
+		n = errno == ENOENT ? -ESRCH : -errno;
+	}
+	fd = open_thread_mem(pid);
+	if (fd < 0)
+		goto out;
+	n = rw(memfd_store(pid, fd), addr, buf, len, write);
+out:
+	pthread_mutex_unlock(&memfd_lock);
+	return n;
+}
+
+/* ---- memory ---- */
+
+ssize_t tp_proc_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec lv = {buf, len}, rv = {(void *)(uintptr_t)addr, len};
+	ssize_t n, m;
+
+	if (!len)
+		return 0;
+	n = process_vm_readv(pid, &lv, 1, &rv, 1, 0);
+	if (n == (ssize_t)len)
+		return n;
+	/* The rest through /proc/PID/mem, which can also read PROT_NONE pages, and memory of a
+	 * process whose leader is a zombie (ESRCH here). */
+	if (n < 0)
+		n = 0;
+	m = mem_rw(pid, addr + n, (char *)buf + n, len - n, false);
+	if (m > 0)
+		return n + m;
+	if (n > 0)
+		return n;
+	return m < 0 ? m : -EFAULT;
+}
+
+int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = mem_rw(pid, addr + done, (char *)buf + done, len - done, true);
+
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return -EFAULT;
+		done += n;
+	}
+	return 0;
+}
+
+/* ---- auxiliary vector ---- */
+
+int tp_proc_auxv(pid_t pid, unsigned long type, uint64_t *val)
+{
+	Elf64_auxv_t av[128];
+	char path[64];
+	ssize_t n, got = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while ((size_t)got < sizeof(av)) {
+		n = read(fd, (char *)av + got, sizeof(av) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	close(fd);
+	for (size_t i = 0; i < got / sizeof(av[0]) && av[i].a_type != AT_NULL; i++)
+		if (av[i].a_type == type) {
+			*val = av[i].a_un.a_val;
+			return 0;
+		}
+	return -ENOENT;
+}

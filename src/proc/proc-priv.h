@@ -1,0 +1,93 @@
+/* Internals of src/proc shared by its files: the task table (tid -> task, open addressing),
+ * the queue of events seen but not yet returned, and the tracer-wide state. */
+#ifndef TP_PROC_PROC_PRIV_H
+#define TP_PROC_PROC_PRIV_H
+
+#include "proc/proc.h"
+
+enum tp_task_state {
+	TP_TASK_RUNNING, /* resumed (or listening in a group-stop): a stop may be reported */
+	TP_TASK_STOPPED, /* in a ptrace-stop that the caller owns */
+};
+
+struct tp_task {
+	pid_t tid;
+	pid_t tgid;
+	uint8_t state;	   /* enum tp_task_state */
+	uint8_t how;	   /* enum tp_resume of the last resume, reused for transparent restarts */
+	bool group_stop;   /* stopped in a group-stop: resumed with PTRACE_LISTEN */
+	bool held;	   /* stopped by stop_all/attach/launch: tp_proc_resume_all() restarts it */
+	bool interrupting; /* PTRACE_INTERRUPT sent, no stop seen since */
+	int pending_sig;   /* signal of a signal-delivery stop not yet resumed (given on detach) */
+};
+
+/* A stop of a task we have not been told about yet (its creator's clone event is late). */
+struct tp_early {
+	pid_t tid;
+	int status;
+};
+
+struct tp_proc {
+	pid_t pid;
+	unsigned opts;
+	int exit_status;
+	bool exited;
+
+	struct tp_task **slots; /* hash by tid, linear probing, NULL = empty */
+	unsigned cap;		/* power of two */
+	unsigned ntasks;
+	unsigned nrunning;
+	unsigned ninterrupting;
+	struct tp_task *last; /* last task resumed: waited on alone when it is the only runner */
+
+	pid_t *tgids; /* traced thread groups */
+	int ntgids, tgids_cap;
+
+	struct tp_event *queue; /* ring of events decoded but not yet returned */
+	unsigned qhead, qlen, qcap;
+
+	struct tp_early *early;
+	int nearly, early_cap;
+
+	pid_t unrelated; /* a child of the tracer that is not ours, blocking waitid(P_ALL) */
+};
+
+/* proc.c: task table */
+struct tp_proc *tp_proc_alloc(pid_t pid, unsigned opts);
+struct tp_task *tp_proc_task_add(struct tp_proc *p, pid_t tid, pid_t tgid);
+void tp_proc_task_del(struct tp_proc *p, struct tp_task *t);
+void tp_proc_task_set_state(struct tp_proc *p, struct tp_task *t, enum tp_task_state s);
+int tp_proc_tgid_add(struct tp_proc *p, pid_t tgid);
+void tp_proc_tgid_del(struct tp_proc *p, pid_t tgid);
+unsigned tp_proc_ptrace_opts(unsigned opts);
+bool tp_proc_is_zombie(pid_t pid);
+
+static inline unsigned tp_proc_hash(pid_t tid, unsigned cap)
+{
+	return ((uint32_t)tid * 2654435761u) & (cap - 1);
+}
+
+static inline struct tp_task *tp_proc_task_find(const struct tp_proc *p, pid_t tid)
+{
+	unsigned i = tp_proc_hash(tid, p->cap);
+	struct tp_task *t;
+
+	while ((t = p->slots[i])) {
+		if (t->tid == tid)
+			return t;
+		i = (i + 1) & (p->cap - 1);
+	}
+	return NULL;
+}
+
+/* event.c */
+int tp_proc_queue_push(struct tp_proc *p, const struct tp_event *ev);
+/* Wait for and decode one stop; events for the caller are queued.  Used while stopping. */
+int tp_proc_wait_queue(struct tp_proc *p);
+int tp_proc_interrupt(struct tp_proc *p, struct tp_task *t);
+int tp_proc_restart(struct tp_proc *p, struct tp_task *t, enum tp_resume how, int sig);
+
+/* mem.c */
+void tp_proc_memfd_drop(pid_t pid);
+
+#endif
