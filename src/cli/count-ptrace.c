@@ -207,6 +207,34 @@ static void bp_remove_all(struct engine *e)
 			e->bps[i].live = false;
 }
 
+/* Leave the program as it was: every thread stopped, one that trapped on a breakpoint of ours
+ * put back on the breakpoint's instruction, the original bytes restored, then detached. */
+static void engine_detach(struct engine *e)
+{
+	struct tp_event ev;
+	size_t i = 0;
+
+	tp_proc_stop_all(e->proc, 0);
+	for (;;) {
+		struct user_regs_struct regs;
+
+		if (i < e->ndeferred)
+			ev = e->deferred[i++];
+		else if (tp_proc_wait(e->proc, &ev))
+			break; /* nothing queued and nothing running (-EDEADLK), or all gone */
+		if (ev.kind != TP_EV_BREAKPOINT || tp_proc_get_regs(ev.tid, &regs))
+			continue;
+		if (bp_at(e, regs.rip - 1)) {
+			regs.rip--;
+			tp_proc_set_regs(ev.tid, &regs);
+		}
+	}
+	e->ndeferred = 0;
+	bp_remove_all(e);
+	tp_proc_detach(e->proc);
+	e->proc = NULL;
+}
+
 /* If tracepad itself crashes, the kernel detaches its tracees; only the breakpoint bytes
  * would stay behind, so a fatal signal puts them back first. */
 static struct engine *crash_engine;
@@ -775,15 +803,11 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 	c->r->seconds = now() - t0;
 	collect(&e);
 	if (err == -EINTR) {
-		bp_remove_all(&e);
-		tp_proc_detach(e.proc);
+		engine_detach(&e);
 		c->r->detached = true;
-		e.proc = NULL;
 		err = 0;
 	} else if (err) {
-		bp_remove_all(&e);
-		tp_proc_detach(e.proc);
-		e.proc = NULL;
+		engine_detach(&e);
 	} else {
 		tp_proc_free(e.proc);
 		e.proc = NULL;
@@ -854,8 +878,7 @@ int count_attach_ptrace(struct count_ctx *c)
 	if (err == -EINTR)
 		err = 0;
 detach:
-	bp_remove_all(&e);
-	tp_proc_detach(e.proc);
+	engine_detach(&e);
 	c->r->detached = true;
 out:
 	engine_fini(&e);

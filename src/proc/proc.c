@@ -667,6 +667,40 @@ static void reap_gone(pid_t tid)
 	waitpid(tid, &st, __WALL | WNOHANG);
 }
 
+/* Is @sig pending for thread @tid (its own queue, "SigPnd" in /proc)? */
+static bool thread_pending(pid_t tid, int sig)
+{
+	char path[64], line[128];
+	unsigned long long mask = 0;
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "SigPnd:", 7))
+			found = sscanf(line + 7, "%llx", &mask) == 1;
+	fclose(f);
+	return found && (mask >> (sig - 1) & 1);
+}
+
+/* A task interrupted in the middle of a single-step may have the step's SIGTRAP queued but
+ * not yet dequeued: once detached, it would die of it.  Let it dequeue the trap while still
+ * traced, and drop it. */
+static void drop_step_trap(struct tp_task *t)
+{
+	int st;
+
+	if (t->how != TP_RESUME_STEP || t->pending_sig || !thread_pending(t->tid, SIGTRAP))
+		return;
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0))
+		return;
+	while (waitpid(t->tid, &st, __WALL) < 0 && errno == EINTR)
+		;
+}
+
 int tp_proc_detach(struct tp_proc *p)
 {
 	int r = 0;
@@ -679,6 +713,7 @@ int tp_proc_detach(struct tp_proc *p)
 
 		if (!t)
 			continue;
+		drop_step_trap(t);
 		/* A group-stopped task detached with no signal goes back to its group-stop:
 		 * the process stays stopped, as it was before we came. */
 		if (ptrace(PTRACE_DETACH, t->tid, 0, t->pending_sig) && errno == ESRCH)
