@@ -1,0 +1,662 @@
+/* A recursive-descent parser for the TSDL subset of tsdl.h.  The input is untrusted: every
+ * name, count and nesting level is bounded, and anything outside the subset is refused with
+ * -ENOTSUP rather than guessed at. */
+#include "trace/tsdl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 8
+#define MAX_ALIASES 4096
+
+static int find_clock(struct tsdl_parser *p, const char *map)
+{
+	char name[TSDL_TOK_MAX + 1];
+	size_t n;
+
+	if (strncmp(map, "clock.", 6))
+		return -1;
+	n = strlen(map + 6);
+	if (n < 7 || strcmp(map + 6 + n - 6, ".value"))
+		return -1;
+	memcpy(name, map + 6, n - 6);
+	name[n - 6] = 0;
+	for (uint32_t i = 0; i < p->t->nr_clocks; i++)
+		if (!strcmp(p->t->clocks[i].name, name))
+			return (int)i;
+	return -1;
+}
+
+static int parse_integer(struct tsdl_parser *p, struct rt_type *t)
+{
+	uint64_t align = 0;
+
+	t->kind = RT_INT;
+	t->base = 10;
+	t->clock = -1;
+	tp_trace_lex_next(p);
+	if (tp_trace_lex_expect(p, '{'))
+		return p->err;
+	while (!tp_trace_lex_is_punct(p, '}')) {
+		char key[TSDL_TOK_MAX + 1];
+		struct tsdl_value v;
+		bool b;
+		int n;
+
+		if (p->kind != T_IDENT)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		strcpy(key, p->text);
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_expect(p, '=') || tp_trace_lex_value(p, &v) ||
+		    tp_trace_lex_expect(p, ';'))
+			return p->err;
+		if (!strcmp(key, "size")) {
+			if (v.kind != T_NUM || v.neg || v.num == 0 || v.num > 64)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			if (v.num != 8 && v.num != 16 && v.num != 32 && v.num != 64)
+				return tp_trace_tsdl_fail(p, -ENOTSUP); /* bit fields */
+			t->bits = (uint8_t)v.num;
+		} else if (!strcmp(key, "align")) {
+			if (v.kind != T_NUM || v.neg || !v.num || (v.num & (v.num - 1)) ||
+			    v.num > 512)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			align = v.num;
+		} else if (!strcmp(key, "signed")) {
+			if (!tp_trace_lex_bool(&v, &b))
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			t->is_signed = b;
+		} else if (!strcmp(key, "byte_order")) {
+			if ((n = tp_trace_lex_byte_order(&v)) < 0)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			t->byte_order = (uint8_t)n;
+		} else if (!strcmp(key, "base")) {
+			if ((n = tp_trace_lex_base(&v)) < 0)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			t->base = (uint8_t)n;
+		} else if (!strcmp(key, "map")) {
+			if (v.kind != T_IDENT || (t->clock = find_clock(p, v.text)) < 0)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+		} else if (strcmp(key, "encoding")) {
+			return tp_trace_tsdl_fail(p, -ENOTSUP);
+		}
+	}
+	tp_trace_lex_next(p);
+	if (!t->bits)
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	if (align && align < 8)
+		return tp_trace_tsdl_fail(p, -ENOTSUP); /* bit-packed fields */
+	t->align = align ? (uint32_t)(align / 8) : 1;
+	return 0;
+}
+
+static int parse_type(struct tsdl_parser *p, struct rt_type **out);
+
+static struct tsdl_alias *find_alias(struct tsdl_parser *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->nr_aliases; i++)
+		if (!strcmp(p->aliases[i].name, name))
+			return &p->aliases[i];
+	return NULL;
+}
+
+static int add_alias(struct tsdl_parser *p, const char *name, struct rt_type *t)
+{
+	struct tsdl_alias *a = find_alias(p, name);
+
+	if (a) {
+		a->type = t;
+		return 0;
+	}
+	if (p->nr_aliases == MAX_ALIASES)
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	if (!(p->nr_aliases & (p->nr_aliases + 1)) || !p->aliases) {
+		struct tsdl_alias *na = realloc(p->aliases, (p->nr_aliases * 2 + 2) * sizeof(*na));
+
+		if (!na)
+			return tp_trace_tsdl_fail(p, -ENOMEM);
+		p->aliases = na;
+	}
+	p->aliases[p->nr_aliases].name = tp_trace_tsdl_dup(p, name);
+	p->aliases[p->nr_aliases++].type = t;
+	return p->err;
+}
+
+/* Declarator suffixes: [N] arrays and [length_field] sequences, innermost last. */
+static int parse_dims(struct tsdl_parser *p, struct rt_type **type, const struct rt_field *prev,
+		      uint32_t nr_prev)
+{
+	struct rt_type *dims[MAX_DEPTH];
+	int n = 0;
+
+	while (tp_trace_lex_is_punct(p, '[')) {
+		struct rt_type *a;
+
+		tp_trace_lex_next(p);
+		if (n == MAX_DEPTH || !(a = tp_trace_tsdl_alloc(p, sizeof(*a))))
+			return tp_trace_tsdl_fail(p, p->err ? p->err : -EINVAL);
+		if (p->kind == T_NUM) {
+			if (p->num > (1u << 28))
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			a->kind = RT_ARRAY;
+			a->length = (uint32_t)p->num;
+		} else if (p->kind == T_IDENT) {
+			uint32_t i;
+
+			for (i = 0; i < nr_prev && strcmp(prev[i].name, p->text); i++)
+				;
+			if (i == nr_prev)
+				return tp_trace_tsdl_fail(
+				    p, -ENOTSUP); /* length outside this struct */
+			a->kind = RT_SEQ;
+			a->len_field = i;
+		} else {
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		}
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_expect(p, ']'))
+			return p->err;
+		dims[n++] = a;
+	}
+	/* int a[2][3] is an array of 2 arrays of 3 ints. */
+	while (n--) {
+		dims[n]->elem = *type;
+		dims[n]->align = (*type)->align;
+		*type = dims[n];
+	}
+	return 0;
+}
+
+static int parse_struct_body(struct tsdl_parser *p, struct rt_type *t)
+{
+	struct rt_field fields[64], *all = fields;
+	uint32_t n = 0, cap = 64;
+	int err = 0;
+
+	while (!tp_trace_lex_is_punct(p, '}')) {
+		struct rt_type *ft;
+
+		if (parse_type(p, &ft))
+			goto out;
+		if (p->kind != T_IDENT) {
+			err = tp_trace_tsdl_fail(p, -EINVAL);
+			goto out;
+		}
+		if (n == cap) {
+			struct rt_field *na;
+
+			if (cap == TSDL_MAX_FIELDS) {
+				err = tp_trace_tsdl_fail(p, -EINVAL);
+				goto out;
+			}
+			na = malloc(cap * 2 * sizeof(*na));
+			if (!na) {
+				err = tp_trace_tsdl_fail(p, -ENOMEM);
+				goto out;
+			}
+			memcpy(na, all, n * sizeof(*na));
+			if (all != fields)
+				free(all);
+			all = na;
+			cap *= 2;
+		}
+		all[n].name = tp_trace_tsdl_dup(p, p->text);
+		tp_trace_lex_next(p);
+		if (parse_dims(p, &ft, all, n) || tp_trace_lex_expect(p, ';'))
+			goto out;
+		all[n++].type = ft;
+		if (ft->align > t->align)
+			t->align = ft->align;
+	}
+	tp_trace_lex_next(p);
+	t->nr_fields = n;
+	t->fields = tp_trace_tsdl_alloc(p, (n ? n : 1) * sizeof(*all));
+	if (t->fields)
+		memcpy(t->fields, all, n * sizeof(*all));
+	if (n > p->t->max_fields)
+		p->t->max_fields = n;
+out:
+	if (all != fields)
+		free(all);
+	return err ? err : p->err;
+}
+
+static int parse_struct(struct tsdl_parser *p, struct rt_type **out)
+{
+	char name[TSDL_TOK_MAX + 8] = "";
+	struct rt_type *t;
+
+	tp_trace_lex_next(p);
+	if (p->kind == T_IDENT) {
+		strcpy(name, "struct ");
+		strcat(name, p->text);
+		tp_trace_lex_next(p);
+		if (!tp_trace_lex_is_punct(p, '{')) {
+			struct tsdl_alias *a = find_alias(p, name);
+
+			if (!a)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			*out = a->type;
+			return 0;
+		}
+	}
+	if (tp_trace_lex_expect(p, '{') || !(t = tp_trace_tsdl_alloc(p, sizeof(*t))))
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	t->kind = RT_STRUCT;
+	t->align = 1;
+	if (parse_struct_body(p, t))
+		return p->err;
+	if (tp_trace_lex_is_word(p, "align")) {
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_expect(p, '(') || p->kind != T_NUM || !p->num ||
+		    (p->num & (p->num - 1)) || p->num > 512 || p->num < 8)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		if (p->num / 8 > t->align)
+			t->align = (uint32_t)(p->num / 8);
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_expect(p, ')'))
+			return p->err;
+	}
+	if (name[0] && add_alias(p, name, t))
+		return p->err;
+	*out = t;
+	return 0;
+}
+
+static int parse_type(struct tsdl_parser *p, struct rt_type **out)
+{
+	struct rt_type *t;
+	struct tsdl_alias *a;
+
+	if (++p->depth > MAX_DEPTH) {
+		p->depth--;
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	}
+	if (tp_trace_lex_is_word(p, "integer")) {
+		if ((t = tp_trace_tsdl_alloc(p, sizeof(*t))) && !parse_integer(p, t))
+			*out = t;
+	} else if (tp_trace_lex_is_word(p, "string")) {
+		if ((t = tp_trace_tsdl_alloc(p, sizeof(*t)))) {
+			t->kind = RT_STRING;
+			t->align = 1;
+			*out = t;
+			tp_trace_lex_next(p);
+			if (tp_trace_lex_is_punct(p, '{')) {
+				/* Only an encoding may be given; we read bytes either way. */
+				tp_trace_lex_next(p);
+				while (!p->err && !tp_trace_lex_is_punct(p, '}')) {
+					struct tsdl_value v;
+
+					if (!tp_trace_lex_is_word(p, "encoding"))
+						tp_trace_tsdl_fail(p, -ENOTSUP);
+					tp_trace_lex_next(p);
+					if (!tp_trace_lex_expect(p, '=') &&
+					    !tp_trace_lex_value(p, &v))
+						tp_trace_lex_expect(p, ';');
+				}
+				tp_trace_lex_next(p);
+			}
+		}
+	} else if (tp_trace_lex_is_word(p, "struct")) {
+		parse_struct(p, out);
+	} else if (p->kind == T_IDENT && (a = find_alias(p, p->text))) {
+		*out = a->type;
+		tp_trace_lex_next(p);
+	} else if (p->kind == T_IDENT) {
+		/* floating_point, enum, variant, unknown names. */
+		tp_trace_tsdl_fail(p, tp_trace_lex_is_word(p, "floating_point") ||
+					      tp_trace_lex_is_word(p, "enum") ||
+					      tp_trace_lex_is_word(p, "variant")
+					  ? -ENOTSUP
+					  : -EINVAL);
+	} else {
+		tp_trace_tsdl_fail(p, -EINVAL);
+	}
+	p->depth--;
+	return p->err;
+}
+
+static int parse_typealias(struct tsdl_parser *p)
+{
+	struct rt_type *t;
+	char name[TSDL_TOK_MAX + 1];
+	size_t n;
+
+	tp_trace_lex_next(p);
+	if (parse_type(p, &t) || tp_trace_lex_expect(p, ':'))
+		return p->err;
+	if (p->kind != T_IDENT)
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	strcpy(name, p->text);
+	n = strlen(name);
+	tp_trace_lex_next(p);
+	/* "unsigned long" style names are accepted but can only be used as one word. */
+	while (p->kind == T_IDENT) {
+		if (n + 1 + strlen(p->text) > TSDL_TOK_MAX)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		name[n++] = ' ';
+		strcpy(name + n, p->text);
+		n += strlen(p->text);
+		tp_trace_lex_next(p);
+	}
+	if (add_alias(p, name, t))
+		return p->err;
+	return tp_trace_lex_expect(p, ';');
+}
+
+enum block { B_TRACE, B_ENV, B_CLOCK, B_STREAM, B_EVENT, B_CALLSITE };
+
+struct block_ctx {
+	struct tsdl_clock *clock;
+	struct tsdl_stream *stream;
+	struct tsdl_event *event;
+	bool has_stream_id;
+};
+
+static int set_value(struct tsdl_parser *p, enum block b, struct block_ctx *c, const char *key,
+		     const struct tsdl_value *v)
+{
+	bool num = v->kind == T_NUM;
+	int n;
+
+	switch (b) {
+	case B_TRACE:
+		if (!strcmp(key, "major") && !(num && v->num == 1))
+			return tp_trace_tsdl_fail(p, -ENOTSUP);
+		if (!strcmp(key, "uuid")) {
+			if (v->kind != T_STR || !tp_trace_lex_uuid(v->text, p->t->uuid))
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			p->t->has_uuid = true;
+		} else if (!strcmp(key, "byte_order")) {
+			if ((n = tp_trace_lex_byte_order(v)) <= 0)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			p->t->big_endian = n == 2;
+		}
+		return 0;
+	case B_CLOCK:
+		if (!strcmp(key, "name")) {
+			if (v->kind != T_STR && v->kind != T_IDENT)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c->clock->name = tp_trace_tsdl_dup(p, v->text);
+		} else if (!strcmp(key, "freq")) {
+			if (!num || v->neg || !v->num)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c->clock->freq = v->num;
+		} else if (!strcmp(key, "offset_s")) {
+			if (!num || v->num > INT64_MAX)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c->clock->offset_s = v->neg ? -(int64_t)v->num : (int64_t)v->num;
+		} else if (!strcmp(key, "offset")) {
+			if (!num || v->neg)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c->clock->offset = v->num;
+		}
+		return 0;
+	case B_STREAM:
+		if (!strcmp(key, "id")) {
+			if (!num || v->neg)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c->stream->id = v->num;
+		}
+		return 0;
+	case B_EVENT:
+		if (!strcmp(key, "name")) {
+			if (v->kind != T_STR && v->kind != T_IDENT)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c->event->name = tp_trace_tsdl_dup(p, v->text);
+		} else if (!strcmp(key, "id") || !strcmp(key, "stream_id")) {
+			if (!num || v->neg)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			if (key[0] == 'i') {
+				c->event->id = v->num;
+			} else {
+				c->event->stream_id = v->num;
+				c->has_stream_id = true;
+			}
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static int set_type(struct tsdl_parser *p, enum block b, struct block_ctx *c, const char *key,
+		    struct rt_type *t)
+{
+	if (b == B_TRACE && !strcmp(key, "packet.header"))
+		p->t->packet_header = t;
+	else if (b == B_STREAM && !strcmp(key, "packet.context"))
+		c->stream->packet_context = t;
+	else if (b == B_STREAM && !strcmp(key, "event.header"))
+		c->stream->event_header = t;
+	else if (b == B_STREAM && !strcmp(key, "event.context"))
+		c->stream->event_context = t;
+	else if (b == B_EVENT && !strcmp(key, "fields"))
+		c->event->fields = t;
+	else
+		return tp_trace_tsdl_fail(p, -ENOTSUP); /* event.context of an event class, ... */
+	return 0;
+}
+
+static int parse_block(struct tsdl_parser *p, enum block b, struct block_ctx *c)
+{
+	tp_trace_lex_next(p);
+	if (tp_trace_lex_expect(p, '{'))
+		return p->err;
+	while (!p->err && !tp_trace_lex_is_punct(p, '}')) {
+		char key[TSDL_TOK_MAX + 1];
+		size_t n;
+
+		if (p->kind != T_IDENT)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		if (tp_trace_lex_is_word(p, "typealias") || tp_trace_lex_is_word(p, "typedef"))
+			return tp_trace_tsdl_fail(p, -ENOTSUP);
+		strcpy(key, p->text);
+		n = strlen(key);
+		tp_trace_lex_next(p);
+		while (tp_trace_lex_is_punct(p, '.')) {
+			tp_trace_lex_next(p);
+			if (p->kind != T_IDENT || n + 1 + strlen(p->text) > TSDL_TOK_MAX)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			key[n++] = '.';
+			strcpy(key + n, p->text);
+			n += strlen(p->text);
+			tp_trace_lex_next(p);
+		}
+		if (tp_trace_lex_is_punct(p, '=')) {
+			struct tsdl_value v;
+
+			tp_trace_lex_next(p);
+			if (tp_trace_lex_value(p, &v) || set_value(p, b, c, key, &v))
+				return p->err;
+		} else if (tp_trace_lex_is_punct(p, ':')) {
+			struct rt_type *t;
+
+			tp_trace_lex_next(p);
+			if (parse_type(p, &t) || set_type(p, b, c, key, t))
+				return p->err;
+		} else {
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		}
+		if (tp_trace_lex_expect(p, ';'))
+			return p->err;
+	}
+	tp_trace_lex_next(p);
+	return tp_trace_lex_expect(p, ';');
+}
+
+static int parse_top(struct tsdl_parser *p)
+{
+	struct tsdl *t = p->t;
+
+	tp_trace_lex_next(p);
+	while (!p->err && p->kind != T_EOF) {
+		struct block_ctx c = {0};
+
+		if (tp_trace_lex_is_word(p, "typealias")) {
+			parse_typealias(p);
+		} else if (tp_trace_lex_is_word(p, "trace")) {
+			parse_block(p, B_TRACE, &c);
+		} else if (tp_trace_lex_is_word(p, "env")) {
+			parse_block(p, B_ENV, &c);
+		} else if (tp_trace_lex_is_word(p, "callsite")) {
+			parse_block(p, B_CALLSITE, &c);
+		} else if (tp_trace_lex_is_word(p, "clock")) {
+			if (t->nr_clocks == TSDL_MAX_CLOCKS)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c.clock = &t->clocks[t->nr_clocks];
+			c.clock->freq = 1000000000;
+			if (!parse_block(p, B_CLOCK, &c) && !c.clock->name)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			t->nr_clocks++;
+		} else if (tp_trace_lex_is_word(p, "stream")) {
+			if (t->nr_streams == TSDL_MAX_STREAMS)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c.stream = &t->streams[t->nr_streams];
+			if (!parse_block(p, B_STREAM, &c))
+				t->nr_streams++;
+		} else if (tp_trace_lex_is_word(p, "event")) {
+			struct tsdl_event ev = {0};
+
+			if (t->nr_events == TSDL_MAX_EVENTS)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			c.event = &ev;
+			if (parse_block(p, B_EVENT, &c))
+				break;
+			if (!c.has_stream_id)
+				ev.stream_id = UINT64_MAX; /* resolved once all streams are known */
+			if (!(t->nr_events & (t->nr_events + 1)) || !t->events) {
+				struct tsdl_event *ne =
+				    realloc(t->events, (t->nr_events * 2 + 2) * sizeof(*ne));
+
+				if (!ne)
+					return tp_trace_tsdl_fail(p, -ENOMEM);
+				t->events = ne;
+			}
+			t->events[t->nr_events++] = ev;
+		} else if (tp_trace_lex_is_word(p, "struct")) {
+			struct rt_type *ty;
+
+			if (!parse_type(p, &ty))
+				tp_trace_lex_expect(p, ';');
+		} else {
+			return tp_trace_tsdl_fail(p, p->kind == T_IDENT ? -ENOTSUP : -EINVAL);
+		}
+	}
+	return p->err;
+}
+
+/* The decoder handles flat structs of integers, strings and arrays or sequences of
+ * integers laid out without gaps. */
+static int check_struct(const struct rt_type *t)
+{
+	if (!t)
+		return 0;
+	if (t->kind != RT_STRUCT)
+		return -ENOTSUP;
+	for (uint32_t i = 0; i < t->nr_fields; i++) {
+		const struct rt_type *f = t->fields[i].type;
+
+		if (f->kind == RT_ARRAY || f->kind == RT_SEQ) {
+			if (f->elem->kind != RT_INT || f->elem->align > f->elem->bits / 8)
+				return -ENOTSUP;
+			if (f->kind == RT_SEQ && t->fields[f->len_field].type->kind != RT_INT)
+				return -EINVAL;
+		} else if (f->kind == RT_STRUCT) {
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+struct tsdl_stream *tp_trace_tsdl_stream(struct tsdl *t, uint64_t id)
+{
+	for (uint32_t i = 0; i < t->nr_streams; i++)
+		if (t->streams[i].id == id)
+			return &t->streams[i];
+	return NULL;
+}
+
+static int resolve(struct tsdl_parser *p)
+{
+	struct tsdl *t = p->t;
+	int err;
+
+	if (!t->nr_streams)
+		t->nr_streams = 1; /* the implicit stream class 0, without headers */
+	for (uint32_t i = 0; i < t->nr_streams; i++) {
+		struct tsdl_stream *s = &t->streams[i];
+
+		if (tp_trace_tsdl_stream(t, s->id) != s)
+			return -EINVAL;
+		if ((err = check_struct(s->packet_context)) ||
+		    (err = check_struct(s->event_header)) || (err = check_struct(s->event_context)))
+			return err;
+	}
+	if ((err = check_struct(t->packet_header)))
+		return err;
+	for (uint32_t i = 0; i < t->nr_events; i++) {
+		struct tsdl_event *e = &t->events[i];
+		struct tsdl_stream *s;
+
+		if (e->stream_id == UINT64_MAX && t->nr_streams == 1)
+			e->stream_id = t->streams[0].id;
+		s = tp_trace_tsdl_stream(t, e->stream_id);
+		if (!s || !e->name || e->id >= TSDL_MAX_EVENTS)
+			return -EINVAL;
+		if ((err = check_struct(e->fields)))
+			return err;
+		if (e->id >= s->nr_ids)
+			s->nr_ids = (uint32_t)e->id + 1;
+	}
+	for (uint32_t i = 0; i < t->nr_streams; i++) {
+		struct tsdl_stream *s = &t->streams[i];
+
+		s->by_id = tp_trace_tsdl_alloc(p, (s->nr_ids + 1) * sizeof(*s->by_id));
+		if (!s->by_id)
+			return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < t->nr_events; i++) {
+		struct tsdl_event *e = &t->events[i];
+		struct tsdl_stream *s = tp_trace_tsdl_stream(t, e->stream_id);
+
+		if (s->by_id[e->id])
+			return -EINVAL;
+		s->by_id[e->id] = e;
+	}
+	return 0;
+}
+
+int tp_trace_tsdl_parse(const char *text, size_t len, struct tsdl **out)
+{
+	struct tsdl_parser p = {.s = text, .end = text + len};
+	int err;
+
+	p.t = calloc(1, sizeof(*p.t));
+	if (!p.t)
+		return -ENOMEM;
+	err = parse_top(&p);
+	if (!err)
+		err = resolve(&p);
+	free(p.aliases);
+	if (err) {
+		tp_trace_tsdl_free(p.t);
+		return err;
+	}
+	*out = p.t;
+	return 0;
+}
+
+void tp_trace_tsdl_free(struct tsdl *t)
+{
+	struct tsdl_arena *b, *n;
+
+	if (!t)
+		return;
+	for (b = t->arena; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	free(t->events);
+	free(t);
+}
