@@ -762,7 +762,8 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 	l.env_add = c->is_static ? NULL : env;
 	l.keep_fds = keep;
 	l.nkeep_fds = c->ctl_fd >= 0 ? 1 : 0;
-	l.cpu = step_from_exec ? pin_cpu() : -1;
+	/* a stepping tracer shares its tracee's CPU: each step would wake the other one */
+	l.cpu = step_from_exec || !until_sync ? pin_cpu() : -1;
 	l.opts = TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT;
 	t0 = now();
 	err = tp_proc_launch(&l, &e.proc);
