@@ -20,6 +20,7 @@
 #include "cli/cli.h"
 #include "cli/count.h"
 #include "common/symbols.h"
+#include "trace/trace.h"
 
 int count_attach_ptrace(struct count_ctx *c);
 
@@ -38,6 +39,7 @@ static const char usage_text[] =
 	"                  JSON; 0 for all)\n"
 	"  --json          write the report as one JSON object\n"
 	"  -o FILE         write the report to FILE instead of stderr\n"
+	"  --trace DIR     also record the results as events of a CTF trace in DIR\n"
 	"  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
 	"  -p PID          count a running process (ptrace engine) until it exits or Ctrl-C\n"
 	"  -h, --help      show this help\n"
@@ -382,6 +384,86 @@ static void report_text(struct count_ctx *c, FILE *f, struct hist *h, const char
 			h->e[i].key);
 }
 
+/* ---- --trace DIR: the results as events of a CTF trace ---- */
+
+static int put_event(struct tp_trace_producer *p, int id, int32_t pid, int32_t tid,
+		     const uint8_t *payload, size_t len)
+{
+	uint8_t *e = tp_trace_reserve_at(p, (uint16_t)id, (uint32_t)len,
+					 tp_trace_clock_now(p->clock), pid, tid);
+
+	if (!e)
+		return -ENOSPC;
+	memcpy(e, payload, len);
+	tp_trace_commit(p);
+	return 0;
+}
+
+static int record_trace(struct count_ctx *c, struct tp_trace_writer *w, struct hist *h,
+			const char *engine)
+{
+	static const struct tp_trace_field_desc summary[] = {
+		{"engine", TP_TRACE_STRING},	     {"instructions", TP_TRACE_INT, 64},
+		{"startup", TP_TRACE_INT, 64},	     {"seconds_ns", TP_TRACE_INT, 64},
+		{"exit_status", TP_TRACE_INT, 32, true},
+	};
+	static const struct tp_trace_field_desc thread[] = {
+		{"instructions", TP_TRACE_INT, 64},
+	};
+	static const struct tp_trace_field_desc histo[] = {
+		{"by", TP_TRACE_STRING}, {"key", TP_TRACE_STRING}, {"count", TP_TRACE_INT, 64},
+	};
+	struct count_result *r = c->r;
+	struct tp_trace_producer prod;
+	int ids[3], err, st;
+	uint8_t buf[1200], *q;
+
+	ids[0] = tp_trace_writer_add_class(w, "count_summary", summary, 5);
+	ids[1] = tp_trace_writer_add_class(w, "count_thread", thread, 1);
+	ids[2] = tp_trace_writer_add_class(w, "count_histogram", histo, 3);
+	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
+		tp_trace_writer_free(w);
+		return ids[0] < 0 ? ids[0] : ids[1] < 0 ? ids[1] : ids[2];
+	}
+	err = tp_trace_writer_producer_init(w, &prod);
+	if (err) {
+		tp_trace_writer_free(w);
+		return err;
+	}
+	st = r->detached ? 0 : WIFSIGNALED(r->wait_status) ? -WTERMSIG(r->wait_status)
+							 : WEXITSTATUS(r->wait_status);
+	q = tp_trace_put_str(buf, engine, strlen(engine));
+	q = tp_trace_put_u64(q, r->total);
+	q = tp_trace_put_u64(q, r->startup);
+	q = tp_trace_put_u64(q, (uint64_t)(r->seconds * 1e9));
+	q = tp_trace_put_u32(q, (uint32_t)st);
+	err = put_event(&prod, ids[0], c->pid, c->pid, buf, (size_t)(q - buf));
+	for (int i = 0; !err && i < r->nthreads; i++) {
+		q = tp_trace_put_u64(buf, r->threads[i].count);
+		err = put_event(&prod, ids[1], c->pid, r->threads[i].tid, buf, (size_t)(q - buf));
+	}
+	for (size_t i = 0; !err && i < h->n; i++) {
+		const char *by = by_names[c->o->by];
+		size_t kl = strlen(h->e[i].key);
+
+		if (kl > 1024)
+			kl = 1024;
+		q = tp_trace_put_str(buf, by, strlen(by));
+		q = tp_trace_put_str(q, h->e[i].key, kl);
+		q = tp_trace_put_u64(q, h->e[i].count);
+		err = put_event(&prod, ids[2], c->pid, c->pid, buf, (size_t)(q - buf));
+	}
+	if (!err)
+		err = tp_trace_producer_fini(&prod);
+	else
+		tp_trace_producer_fini(&prod);
+	if (err) {
+		tp_trace_writer_free(w);
+		return err;
+	}
+	return tp_trace_writer_close(w);
+}
+
 /* ---- set-up ---- */
 
 /* Does @path import @name (an undefined symbol in .dynsym)? */
@@ -535,6 +617,7 @@ int cmd_count(int argc, char **argv)
 		{"stop", required_argument, NULL, 'T'},	  {"by", required_argument, NULL, 'B'},
 		{"top", required_argument, NULL, 'N'},	  {"json", no_argument, NULL, 'J'},
 		{"no-startup", no_argument, NULL, 'U'},	  {"help", no_argument, NULL, 'h'},
+		{"trace", required_argument, NULL, 'D'},
 		{NULL, 0, NULL, 0},
 	};
 	struct count_opts o = {.top = -1};
@@ -543,6 +626,7 @@ int cmd_count(int argc, char **argv)
 	char path[PATH_MAX];
 	struct tp_elf_info info;
 	struct hist h = {0};
+	struct tp_trace_writer *tw = NULL;
 	const char *engine;
 	FILE *out = stderr;
 	int opt, err, status;
@@ -594,6 +678,9 @@ int cmd_count(int argc, char **argv)
 			break;
 		case 'o':
 			o.outfile = optarg;
+			break;
+		case 'D':
+			o.trace_dir = optarg;
 			break;
 		case 'p':
 			o.pid = (pid_t)strtol(optarg, &end, 10);
@@ -689,6 +776,15 @@ int cmd_count(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (o.trace_dir) {
+		/* refused now rather than after a long run: an existing trace, no permission */
+		err = tp_trace_writer_new(o.trace_dir, NULL, &tw);
+		if (err) {
+			tp_cli_error("count", "--trace %s: %s", o.trace_dir,
+				     err == -EEXIST ? "already holds a trace" : strerror(-err));
+			return 2;
+		}
+	}
 	tp_cli_catch_signals(o.pid != 0);
 	/* Like gdb, run the program without address-space randomisation: string functions
 	 * take other paths for other alignments, and counts should repeat exactly. */
@@ -712,6 +808,7 @@ int cmd_count(int argc, char **argv)
 			tp_cli_error("count", "%s: %s", o.argv[0], strerror(-err));
 		else if (err != -EINVAL)
 			tp_cli_error("count", "%s", strerror(-err));
+		tp_trace_writer_free(tw);
 		return 2;
 	}
 	if (o.by == BY_FUNCTION || o.by == BY_OBJECT || o.by == BY_ADDRESS)
@@ -722,6 +819,11 @@ int cmd_count(int argc, char **argv)
 		report_json(&c, out, &h, engine);
 	else
 		report_text(&c, out, &h, engine);
+	if (tw) {
+		err = record_trace(&c, tw, &h, engine);
+		if (err)
+			tp_cli_error("count", "--trace %s: %s", o.trace_dir, strerror(-err));
+	}
 	if (out != stderr)
 		fclose(out);
 	if (r->detached)

@@ -19,6 +19,7 @@ struct count_opts {
 	int top;
 	bool json, no_startup;
 	const char *outfile;
+	const char *trace_dir;
 	pid_t pid;
 	char **argv;
 	const char *agent; /* path of libtracepad-agent.so */

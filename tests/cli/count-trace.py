@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""`tracepad count --trace DIR` records its results as CTF events that babeltrace2 reads:
+one count_summary, one count_thread per thread, one count_histogram per histogram entry,
+with the values of the JSON report."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+tp = os.environ["TRACEPAD"]
+target = os.path.join(os.environ["TP_BUILD_ROOT"], "tests/e2e/targets/threads-O2")
+tmp = tempfile.mkdtemp(prefix="tp-count-trace-")
+failed = n = 0
+
+
+def check(cond, what, detail=""):
+    global failed, n
+    n += 1
+    print("%sok %d - %s" % ("" if cond else "not ", n, what))
+    if not cond:
+        failed += 1
+        if detail:
+            print("#   " + str(detail).replace("\n", "\n#   "))
+
+
+try:
+    for engine in ("ptrace", "trapflag"):
+        tdir = os.path.join(tmp, engine)
+        rep_path = os.path.join(tmp, engine + ".json")
+        r = subprocess.run([tp, "count", "--engine", engine, "--start", "worker", "--by",
+                            "mnemonic", "--json", "-o", rep_path, "--trace", tdir, "--",
+                            target], capture_output=True, text=True, timeout=300)
+        check(r.returncode == 0, engine + ": count --trace exits 0", r.stderr)
+        rep = json.load(open(rep_path))
+        bt = subprocess.run(["babeltrace2", tdir], capture_output=True, text=True)
+        check(bt.returncode == 0 and "discarded" not in bt.stderr.lower(),
+              engine + ": babeltrace2 reads the trace", bt.stderr)
+        lines = bt.stdout.splitlines()
+        summ = [l for l in lines if " count_summary: " in l]
+        threads = [l for l in lines if " count_thread: " in l]
+        hist = [l for l in lines if " count_histogram: " in l]
+        check(len(summ) == 1 and ('instructions = %d,' % rep["instructions"]) in summ[0]
+              and ('engine = "%s"' % engine) in summ[0], engine + ": count_summary",
+              summ)
+        got = {}
+        for l in threads:
+            m = re.search(r"tid = (\d+) }, { instructions = (\d+) }", l)
+            if m:
+                got[int(m.group(1))] = int(m.group(2))
+        want = {t["tid"]: t["instructions"] for t in rep["threads"]}
+        check(len(threads) == 4 and got == want, engine + ": one count_thread per thread, "
+              "with its tid and count", (got, want))
+        gh = {}
+        for l in hist:
+            m = re.search(r'by = "mnemonic", key = "([^"]+)", count = (\d+)', l)
+            if m:
+                gh[m.group(1)] = int(m.group(2))
+        wh = {e["key"]: e["count"] for e in rep["histogram"]["entries"]}
+        check(gh == wh and len(hist) == len(wh), engine + ": count_histogram events = the "
+              "histogram", (gh, wh))
+    r = subprocess.run([tp, "count", "--trace", os.path.join(tmp, "ptrace"), "--", "/bin/true"],
+                       capture_output=True, text=True)
+    check(r.returncode == 2 and r.stderr.startswith("tracepad count: --trace ")
+          and r.stderr.count("\n") == 1, "a directory that already holds a trace is refused "
+          "before the program runs, in one line", (r.returncode, r.stderr))
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+print("1..%d" % n)
+sys.exit(1 if failed else 0)
