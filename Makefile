@@ -1,8 +1,9 @@
 # Thin wrapper over Meson + ninja: `make demo` and `make check` work on a fresh Debian 12.
 BUILD ?= build
+ASAN_BUILD ?= build-asan
 MESON_OPTS ?=
 
-.PHONY: all deps build demo check bench install clean format
+.PHONY: all deps build build-asan demo check bench install clean format
 
 all: build
 
@@ -15,11 +16,18 @@ $(BUILD)/build.ninja:
 build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
+# tracepad and its tests again under ASan+UBSan (the agent and traced targets opt out)
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) -Dsanitize=true -Dbench=false $(MESON_OPTS)
+
+build-asan: deps $(ASAN_BUILD)/build.ninja
+	ninja -C $(ASAN_BUILD)
+
 demo: build
 	@sh scripts/demo.sh $(BUILD)
 
-check: build
-	@python3 tests/run-suite.py $(BUILD)
+check: build build-asan
+	@python3 tests/run-suite.py $(BUILD) $(ASAN_BUILD)
 
 bench: build
 	@sh scripts/deps.sh bench
@@ -32,4 +40,4 @@ format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD)

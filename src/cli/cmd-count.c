@@ -25,27 +25,27 @@
 int count_attach_ptrace(struct count_ctx *c);
 
 static const char usage_text[] =
-	"usage: tracepad count [OPTIONS] -- PROGRAM [ARGS]\n"
-	"       tracepad count [OPTIONS] -p PID\n"
-	"\n"
-	"Count every instruction the program executes, exactly.\n"
-	"\n"
-	"  --engine E      ptrace (single-step from tracepad) or trapflag (the agent steps the\n"
-	"                  program from inside; default when launching)\n"
-	"  --start SYM     count from each thread's first entry of SYM to that call's return\n"
-	"  --stop SYM      ... or to the entry of SYM\n"
-	"  --by KEY        histogram by mnemonic, function, object or address\n"
-	"  --top N         show the N largest histogram entries (default: 20 in text, all in\n"
-	"                  JSON; 0 for all)\n"
-	"  --json          write the report as one JSON object\n"
-	"  -o FILE         write the report to FILE instead of stderr\n"
-	"  --trace DIR     also record the results as events of a CTF trace in DIR\n"
-	"  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
-	"  -p PID          count a running process (ptrace engine) until it exits or Ctrl-C\n"
-	"  -h, --help      show this help\n"
-	"\n"
-	"Without --start, the whole program is counted, or only the regions between\n"
-	"tp_step_begin() and tp_step_end() when the program uses <tracepad/step.h>.\n";
+    "usage: tracepad count [OPTIONS] -- PROGRAM [ARGS]\n"
+    "       tracepad count [OPTIONS] -p PID\n"
+    "\n"
+    "Count every instruction the program executes, exactly.\n"
+    "\n"
+    "  --engine E      ptrace (single-step from tracepad) or trapflag (the agent steps the\n"
+    "                  program from inside; default when launching)\n"
+    "  --start SYM     count from each thread's first entry of SYM to that call's return\n"
+    "  --stop SYM      ... or to the entry of SYM\n"
+    "  --by KEY        histogram by mnemonic, function, object or address\n"
+    "  --top N         show the N largest histogram entries (default: 20 in text, all in\n"
+    "                  JSON; 0 for all)\n"
+    "  --json          write the report as one JSON object\n"
+    "  -o FILE         write the report to FILE instead of stderr\n"
+    "  --trace DIR     also record the results as events of a CTF trace in DIR\n"
+    "  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
+    "  -p PID          count a running process (ptrace engine) until it exits or Ctrl-C\n"
+    "  -h, --help      show this help\n"
+    "\n"
+    "Without --start, the whole program is counted, or only the regions between\n"
+    "tp_step_begin() and tp_step_end() when the program uses <tracepad/step.h>.\n";
 
 /* ---- results ---- */
 
@@ -343,8 +343,9 @@ static void report_text(struct count_ctx *c, FILE *f, struct hist *h, const char
 			(unsigned long long)r->threads[i].count);
 	if (r->have_startup) {
 		where(c, r->control_pc, ctl_at, sizeof(ctl_at));
-		fprintf(f, "  start-up      %llu instructions before the agent took control at %s "
-			   "(counted by ptrace stepping)\n",
+		fprintf(f,
+			"  start-up      %llu instructions before the agent took control at %s "
+			"(counted by ptrace stepping)\n",
 			(unsigned long long)r->startup, ctl_at);
 	}
 	if (r->start_note[0] && !c->o->start && !c->api)
@@ -363,12 +364,14 @@ static void report_text(struct count_ctx *c, FILE *f, struct hist *h, const char
 	if (r->forked)
 		fprintf(f, "  note          the program forked: children are not counted\n");
 	if (r->overflow)
-		fprintf(f, "  note          %llu instructions of threads beyond the agent's slots "
-			   "(total only)\n",
+		fprintf(f,
+			"  note          %llu instructions of threads beyond the agent's slots "
+			"(total only)\n",
 			(unsigned long long)r->overflow);
 	if (r->addr_dropped)
-		fprintf(f, "  note          %llu instructions missing from the address histogram "
-			   "(table full)\n",
+		fprintf(f,
+			"  note          %llu instructions missing from the address histogram "
+			"(table full)\n",
 			(unsigned long long)r->addr_dropped);
 	if (r->warning[0])
 		fprintf(f, "  warning       %s\n", r->warning);
@@ -403,15 +406,19 @@ static int record_trace(struct count_ctx *c, struct tp_trace_writer *w, struct h
 			const char *engine)
 {
 	static const struct tp_trace_field_desc summary[] = {
-		{"engine", TP_TRACE_STRING},	     {"instructions", TP_TRACE_INT, 64},
-		{"startup", TP_TRACE_INT, 64},	     {"seconds_ns", TP_TRACE_INT, 64},
-		{"exit_status", TP_TRACE_INT, 32, true},
+	    {"engine", TP_TRACE_STRING},
+	    {"instructions", TP_TRACE_INT, 64},
+	    {"startup", TP_TRACE_INT, 64},
+	    {"seconds_ns", TP_TRACE_INT, 64},
+	    {"exit_status", TP_TRACE_INT, 32, true},
 	};
 	static const struct tp_trace_field_desc thread[] = {
-		{"instructions", TP_TRACE_INT, 64},
+	    {"instructions", TP_TRACE_INT, 64},
 	};
 	static const struct tp_trace_field_desc histo[] = {
-		{"by", TP_TRACE_STRING}, {"key", TP_TRACE_STRING}, {"count", TP_TRACE_INT, 64},
+	    {"by", TP_TRACE_STRING},
+	    {"key", TP_TRACE_STRING},
+	    {"count", TP_TRACE_INT, 64},
 	};
 	struct count_result *r = c->r;
 	struct tp_trace_producer prod;
@@ -430,8 +437,9 @@ static int record_trace(struct count_ctx *c, struct tp_trace_writer *w, struct h
 		tp_trace_writer_free(w);
 		return err;
 	}
-	st = r->detached ? 0 : WIFSIGNALED(r->wait_status) ? -WTERMSIG(r->wait_status)
-							 : WEXITSTATUS(r->wait_status);
+	st = r->detached		   ? 0
+	     : WIFSIGNALED(r->wait_status) ? -WTERMSIG(r->wait_status)
+					   : WEXITSTATUS(r->wait_status);
 	q = tp_trace_put_str(buf, engine, strlen(engine));
 	q = tp_trace_put_u64(q, r->total);
 	q = tp_trace_put_u64(q, r->startup);
@@ -613,15 +621,15 @@ static int resolve_symbol(struct count_ctx *c, const char *opt, const char *name
 int cmd_count(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"engine", required_argument, NULL, 'E'}, {"start", required_argument, NULL, 'S'},
-		{"stop", required_argument, NULL, 'T'},	  {"by", required_argument, NULL, 'B'},
-		{"top", required_argument, NULL, 'N'},	  {"json", no_argument, NULL, 'J'},
-		{"no-startup", no_argument, NULL, 'U'},	  {"help", no_argument, NULL, 'h'},
-		{"trace", required_argument, NULL, 'D'},
-		{NULL, 0, NULL, 0},
+	    {"engine", required_argument, NULL, 'E'}, {"start", required_argument, NULL, 'S'},
+	    {"stop", required_argument, NULL, 'T'},   {"by", required_argument, NULL, 'B'},
+	    {"top", required_argument, NULL, 'N'},    {"json", no_argument, NULL, 'J'},
+	    {"no-startup", no_argument, NULL, 'U'},   {"help", no_argument, NULL, 'h'},
+	    {"trace", required_argument, NULL, 'D'},  {NULL, 0, NULL, 0},
 	};
 	struct count_opts o = {.top = -1};
-	struct count_result *r = calloc(1, sizeof(*r));
+	static struct count_result res;
+	struct count_result *r = &res;
 	struct count_ctx c = {.o = &o, .r = r, .ctl_fd = -1};
 	char path[PATH_MAX];
 	struct tp_elf_info info;
@@ -632,8 +640,6 @@ int cmd_count(int argc, char **argv)
 	int opt, err, status;
 	char *end;
 
-	if (!r)
-		return 1;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "+o:p:h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -721,7 +727,8 @@ int cmd_count(int argc, char **argv)
 		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o.pid);
 		if (kill(o.pid, 0) && errno == ESRCH) {
 			tp_cli_error("count", "-p %d: no such process", (int)o.pid);
-			return 2;
+			status = 2;
+			goto done;
 		}
 		c.pid = o.pid;
 		c.path = realpath(exe, path) ? path : NULL;
@@ -730,7 +737,8 @@ int cmd_count(int argc, char **argv)
 		err = find_program(o.argv[0], path, sizeof(path));
 		if (err) {
 			tp_cli_error("count", "%s: no such program", o.argv[0]);
-			return 2;
+			status = 2;
+			goto done;
 		}
 		c.path = path;
 		err = tp_elf_probe(path, &info);
@@ -738,21 +746,28 @@ int cmd_count(int argc, char **argv)
 			tp_cli_error("count", "%s: %s", path,
 				     err == -ENOEXEC ? "not an ELF file"
 						     : "not an x86-64 executable");
-			return 2;
+			status = 2;
+			goto done;
 		}
 		if (err) {
 			tp_cli_error("count", "%s: %s", path, strerror(-err));
-			return 2;
+			status = 2;
+			goto done;
 		}
 		c.is_static = info.is_static;
 		c.entry_vaddr = info.entry;
-		if (o.start && resolve_symbol(&c, "--start", o.start, &c.start_vaddr))
-			return 2;
-		if (o.stop && resolve_symbol(&c, "--stop", o.stop, &c.stop_vaddr))
-			return 2;
+		if (o.start && resolve_symbol(&c, "--start", o.start, &c.start_vaddr)) {
+			status = 2;
+			goto done;
+		}
+		if (o.stop && resolve_symbol(&c, "--stop", o.stop, &c.stop_vaddr)) {
+			status = 2;
+			goto done;
+		}
 		if (o.stop && c.main_dynamic && !c.start_vaddr && !o.start) {
 			tp_cli_error("count", "--stop main needs main's symbol");
-			return 2;
+			status = 2;
+			goto done;
 		}
 		c.api = !o.start && elf_imports(path, "tracepad_step_begin");
 		c.whole = !o.start && !c.api;
@@ -760,20 +775,23 @@ int cmd_count(int argc, char **argv)
 		if (!o.agent && !c.is_static) {
 			tp_cli_error("count", "cannot find libtracepad-agent.so next to tracepad "
 					      "(set TRACEPAD_AGENT)");
-			return 1;
+			status = 1;
+			goto done;
 		}
 		err = make_ctl(&c);
 		if (err) {
 			tp_cli_error("count", "cannot create the shared control block: %s",
 				     strerror(-err));
-			return 1;
+			status = 1;
+			goto done;
 		}
 	}
 	if (o.outfile) {
 		out = fopen(o.outfile, "w");
 		if (!out) {
 			tp_cli_error("count", "-o %s: %s", o.outfile, strerror(errno));
-			return 2;
+			status = 2;
+			goto done;
 		}
 	}
 	if (o.trace_dir) {
@@ -782,7 +800,8 @@ int cmd_count(int argc, char **argv)
 		if (err) {
 			tp_cli_error("count", "--trace %s: %s", o.trace_dir,
 				     err == -EEXIST ? "already holds a trace" : strerror(-err));
-			return 2;
+			status = 2;
+			goto done;
 		}
 	}
 	tp_cli_catch_signals(o.pid != 0);
@@ -799,8 +818,9 @@ int cmd_count(int argc, char **argv)
 		err = count_run_trapflag(&c);
 	if (err) {
 		if (err == -EPERM && o.pid)
-			tp_cli_error("count", "-p %d: ptrace refused (another tracer, a different "
-					      "user, or kernel.yama.ptrace_scope)",
+			tp_cli_error("count",
+				     "-p %d: ptrace refused (another tracer, a different "
+				     "user, or kernel.yama.ptrace_scope)",
 				     (int)o.pid);
 		else if (err == -ESRCH && o.pid)
 			tp_cli_error("count", "-p %d: no such process", (int)o.pid);
@@ -809,7 +829,8 @@ int cmd_count(int argc, char **argv)
 		else if (err != -EINVAL)
 			tp_cli_error("count", "%s", strerror(-err));
 		tp_trace_writer_free(tw);
-		return 2;
+		status = 2;
+		goto done;
 	}
 	if (o.by == BY_FUNCTION || o.by == BY_OBJECT || o.by == BY_ADDRESS)
 		tp_symtab_load_pid(c.syms, c.pid); /* fails harmlessly once the program is gone */
@@ -826,8 +847,23 @@ int cmd_count(int argc, char **argv)
 	}
 	if (out != stderr)
 		fclose(out);
-	if (r->detached)
-		return 0;
-	status = r->wait_status;
-	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+	out = stderr;
+	status = r->detached		       ? 0
+		 : WIFSIGNALED(r->wait_status) ? 128 + WTERMSIG(r->wait_status)
+					       : WEXITSTATUS(r->wait_status);
+done:
+	if (out && out != stderr)
+		fclose(out);
+	for (size_t i = 0; i < h.n; i++)
+		free(h.e[i].key);
+	free(h.e);
+	free(r->addrs.pc);
+	free(r->addrs.count);
+	free(r->threads);
+	tp_symtab_free(c.syms);
+	if (c.ctl)
+		munmap(c.ctl, c.ctl_size);
+	if (c.ctl_fd >= 0)
+		close(c.ctl_fd);
+	return status;
 }
