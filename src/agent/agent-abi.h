@@ -20,20 +20,20 @@ enum tp_agent_mode {
 };
 
 /* ctl->flags, set by tracepad */
-#define TP_CTL_SYNC 0x01	/* execute int3 in the constructor: a ptrace tracer is waiting */
-#define TP_CTL_WHOLE 0x02	/* count from the constructor to the exit (else: regions only) */
-#define TP_CTL_BY_MNEMONIC 0x04 /* per-thread mnemonic histograms */
-#define TP_CTL_BY_ADDRESS 0x08	/* address histogram (for --by function/object/address) */
+#define TP_CTL_SYNC 0x01	 /* execute int3 in the constructor: a ptrace tracer is waiting */
+#define TP_CTL_WHOLE 0x02	 /* count from the constructor to the exit (else: regions only) */
+#define TP_CTL_BY_MNEMONIC 0x04	 /* per-thread mnemonic histograms */
+#define TP_CTL_BY_ADDRESS 0x08	 /* address histogram (for --by function/object/address) */
 #define TP_CTL_MAIN_DYNAMIC 0x10 /* start at main(), taken from __libc_start_main's 1st arg */
-#define TP_CTL_API 0x20 /* count between tracepad_step_begin() and tracepad_step_end() */
-#define TP_CTL_SYNC2 0x40 /* passive: int3 again once the agent's own set-up is done */
+#define TP_CTL_API 0x20		 /* count between tracepad_step_begin() and tracepad_step_end() */
+#define TP_CTL_SYNC2 0x40	 /* passive: int3 again once the agent's own set-up is done */
 
 /* ctl->state bits, set by the agent */
-#define TP_AGENT_ST_ACTIVE 0x01	  /* the agent took control */
-#define TP_AGENT_ST_EXEC 0x02	  /* an execve was attempted while counting */
-#define TP_AGENT_ST_FORKED 0x04	  /* a child was forked (it is not counted) */
+#define TP_AGENT_ST_ACTIVE 0x01	      /* the agent took control */
+#define TP_AGENT_ST_EXEC 0x02	      /* an execve was attempted while counting */
+#define TP_AGENT_ST_FORKED 0x04	      /* a child was forked (it is not counted) */
 #define TP_AGENT_ST_THREADS_FULL 0x08 /* more threads than slots: counted in the overflow */
-#define TP_AGENT_ST_ERROR 0x10	  /* the agent gave up: see error[] */
+#define TP_AGENT_ST_ERROR 0x10	      /* the agent gave up: see error[] */
 
 struct tp_agent_thread {
 	int32_t tid;
@@ -65,7 +65,7 @@ struct tp_agent_ctl {
 	uint64_t threads_off; /* struct tp_agent_thread[max_threads] */
 	uint32_t max_threads;
 	uint32_t max_maps;
-	uint64_t maps_off; /* struct tp_agent_map[max_maps] */
+	uint64_t maps_off;  /* struct tp_agent_map[max_maps] */
 	uint64_t addrs_off; /* struct tp_agent_addr[addr_slots], addr_slots a power of two */
 	uint64_t addr_slots;
 
@@ -74,14 +74,14 @@ struct tp_agent_ctl {
 	int32_t pid;
 	uint32_t nthreads; /* slots handed out */
 	uint32_t nmaps;
-	uint64_t overflow_count; /* instructions of threads beyond max_threads */
-	uint64_t addr_dropped;	 /* instructions not in the address table (full) */
-	uint64_t control_pc;	 /* where counting began (whole program: the return address) */
+	uint64_t overflow_count;    /* instructions of threads beyond max_threads */
+	uint64_t addr_dropped;	    /* instructions not in the address table (full) */
+	uint64_t control_pc;	    /* where counting began (whole program: the return address) */
 	uint64_t start_pc, stop_pc; /* runtime addresses of the region symbols */
 	uint64_t agent_text[2];	    /* [start, end) of the agent's code */
 	uint64_t step_begin_pc, step_end_pc; /* tracepad_step_begin/end in the agent */
-	uint64_t sync_pc;		    /* address of the int3 of TP_CTL_SYNC */
-	uint64_t sync2_pc;		    /* and of TP_CTL_SYNC2 */
+	uint64_t sync_pc;		     /* address of the int3 of TP_CTL_SYNC */
+	uint64_t sync2_pc;		     /* and of TP_CTL_SYNC2 */
 	uint32_t maps_lock;
 	uint32_t pad1;
 	char error[256];

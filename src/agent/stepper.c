@@ -239,8 +239,7 @@ int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
 	if (!page || idx < 0)
 		return -1;
 	bp->slot = page + tp_ag.slot_used[idx];
-	if (tp_arch_relocate(bp->orig, bp->insn.len, addr, bp->slot, code, sizeof(code) - 5,
-			     &len))
+	if (tp_arch_relocate(bp->orig, bp->insn.len, addr, bp->slot, code, sizeof(code) - 5, &len))
 		return -1;
 	bp->slot_back = bp->slot + len;
 	if (tp_arch_emit_jmp(code + len, bp->slot_back, addr + bp->insn.len))
@@ -473,8 +472,8 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 				return;
 			continue;
 		}
-		if (ts->in_region && tp_region_returned(pc, (uint64_t)g[REG_RSP], ts->region_ret,
-							ts->region_sp)) {
+		if (ts->in_region &&
+		    tp_region_returned(pc, (uint64_t)g[REG_RSP], ts->region_ret, ts->region_sp)) {
 			stop_counting(ts, g);
 			return;
 		}

@@ -13,8 +13,7 @@
 
 enum { W_SIGACTION, W_SIGNAL, W_SIGPROCMASK, W_PTHREAD_SIGMASK, W_COUNT };
 
-static const char *const names[W_COUNT] = {"sigaction", "signal", "sigprocmask",
-					   "pthread_sigmask"};
+static const char *const names[W_COUNT] = {"sigaction", "signal", "sigprocmask", "pthread_sigmask"};
 static void *real[W_COUNT];
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);

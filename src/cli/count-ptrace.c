@@ -63,10 +63,10 @@ struct engine {
 	uint64_t agent_lo, agent_hi; /* agent text, once known */
 	uint64_t start_pc, stop_pc, api_end_pc;
 	uint64_t sync_pc;
-	bool until_sync;    /* trapflag start-up: stop at the agent's sync int3 */
+	bool until_sync; /* trapflag start-up: stop at the agent's sync int3 */
 	bool synced;
-	bool stepping_all;  /* whole program: every thread is counted from the start */
-	pid_t over_tid;	    /* the thread stepping over a breakpoint, others stopped */
+	bool stepping_all;	   /* whole program: every thread is counted from the start */
+	pid_t over_tid;		   /* the thread stepping over a breakpoint, others stopped */
 	struct tp_event *deferred; /* events of other threads meanwhile, handled after it */
 	size_t ndeferred, cap_deferred;
 };
@@ -386,9 +386,9 @@ static int setup_regions(struct engine *e)
 
 		err = tp_symtab_load_pid(c->syms, e->pid);
 		if (!err)
-			err = tp_symtab_find_symbol(c->syms, c->is_static ? "__libc_start_main"
-									  : "libc:__libc_start_main",
-						    &lsm);
+			err = tp_symtab_find_symbol(
+			    c->syms, c->is_static ? "__libc_start_main" : "libc:__libc_start_main",
+			    &lsm);
 		if (err)
 			return err;
 		return bp_insert(e, lsm, PBP_LSM);
@@ -652,7 +652,8 @@ static int run(struct engine *e)
 			}
 			if (!err)
 				err = tp_proc_resume(e->proc, t->tid,
-						     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
+						     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT,
+						     0);
 			break;
 		case TP_EV_FORK:
 			r->forked = true;

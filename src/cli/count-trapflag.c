@@ -77,8 +77,9 @@ int count_run_trapflag(struct count_ctx *c)
 	int st, err;
 
 	if (c->is_static) {
-		tp_cli_error("count", "%s is statically linked: the trapflag engine needs the "
-				      "agent preloaded; use --engine ptrace",
+		tp_cli_error("count",
+			     "%s is statically linked: the trapflag engine needs the "
+			     "agent preloaded; use --engine ptrace",
 			     c->path);
 		return -EINVAL;
 	}

@@ -58,7 +58,7 @@ struct count_result {
 struct count_ctx {
 	struct count_opts *o;
 	struct count_result *r;
-	const char *path;     /* resolved program path (launch) */
+	const char *path; /* resolved program path (launch) */
 	bool is_static;
 	bool whole;	      /* count the whole program */
 	bool api;	      /* count tp_step_begin()/tp_step_end() regions */
