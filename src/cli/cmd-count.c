@@ -15,6 +15,7 @@
 #include <sys/personality.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -48,6 +49,14 @@ static const char usage_text[] =
     "tp_step_begin() and tp_step_end() when the program uses <tracepad/step.h>.\n";
 
 /* ---- results ---- */
+
+double count_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 void count_add_thread(struct count_result *r, pid_t tid, uint64_t n)
 {

@@ -550,14 +550,6 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	return advance(e, t, &regs);
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The event loop; returns 0 when every task is gone (or, until_sync, at the agent's sync). */
 static int run(struct engine *e)
 {
@@ -766,7 +758,7 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 	/* a stepping tracer shares its tracee's CPU: each step would wake the other one */
 	l.cpu = step_from_exec || !until_sync ? pin_cpu() : -1;
 	l.opts = TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT;
-	t0 = now();
+	t0 = count_now();
 	err = tp_proc_launch(&l, &e.proc);
 	if (err)
 		goto out;
@@ -802,7 +794,7 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 		sched_setaffinity(0, sizeof(orig), &orig);
 		goto out;
 	}
-	c->r->seconds = now() - t0;
+	c->r->seconds = count_now() - t0;
 	collect(&e);
 	if (err == -EINTR) {
 		engine_detach(&e);
@@ -858,7 +850,7 @@ int count_attach_ptrace(struct count_ctx *c)
 	if (err)
 		goto detach;
 	n = tp_proc_tasks(e.proc, tids, 4096);
-	t0 = now();
+	t0 = count_now();
 	for (int i = 0; i < n && i < 4096 && !err; i++) {
 		struct pthread *t = thread_get(&e, tids[i]);
 		struct user_regs_struct regs;
@@ -870,7 +862,7 @@ int count_attach_ptrace(struct count_ctx *c)
 	}
 	if (!err)
 		err = run(&e);
-	c->r->seconds = now() - t0;
+	c->r->seconds = count_now() - t0;
 	collect(&e);
 	if (!err) {
 		tp_proc_free(e.proc);

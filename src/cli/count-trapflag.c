@@ -16,14 +16,6 @@
 
 int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exec);
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Fold what the agent counted into the result; nothing it wrote is trusted blindly. */
 static void collect(struct count_ctx *c, pid_t pid)
 {
@@ -73,7 +65,7 @@ int count_run_trapflag(struct count_ctx *c)
 {
 	struct count_result *r = c->r;
 	pid_t pid;
-	double t0 = now();
+	double t0 = count_now();
 	int st, err;
 
 	if (c->is_static) {
@@ -108,7 +100,7 @@ int count_run_trapflag(struct count_ctx *c)
 	}
 	r->wait_status = st;
 	r->exited = true;
-	r->seconds = now() - t0;
+	r->seconds = count_now() - t0;
 	if (c->ctl->state & TP_AGENT_ST_ERROR) {
 		c->ctl->error[sizeof(c->ctl->error) - 1] = 0;
 		snprintf(r->warning, sizeof(r->warning), "the agent stopped: %s", c->ctl->error);

@@ -73,6 +73,8 @@ struct count_ctx {
 	pid_t pid; /* the program */
 };
 
+/* Seconds on the monotonic clock. */
+double count_now(void);
 void count_add_thread(struct count_result *r, pid_t tid, uint64_t n);
 void addr_hist_add(struct addr_hist *h, uint64_t pc, uint64_t n);
 

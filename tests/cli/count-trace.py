@@ -8,24 +8,14 @@ import re
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from taplib import check, done  # noqa: E402
 import tempfile
 
 tp = os.environ["TRACEPAD"]
 target = os.path.join(os.environ["TP_BUILD_ROOT"], "tests/e2e/targets/threads-O2")
 tmp = tempfile.mkdtemp(prefix="tp-count-trace-")
-failed = n = 0
-
-
-def check(cond, what, detail=""):
-    global failed, n
-    n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", n, what))
-    if not cond:
-        failed += 1
-        if detail:
-            print("#   " + str(detail).replace("\n", "\n#   "))
-
-
 try:
     for engine in ("ptrace", "trapflag"):
         tdir = os.path.join(tmp, engine)
@@ -68,5 +58,4 @@ try:
           "before the program runs, in one line", (r.returncode, r.stderr))
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()

@@ -6,20 +6,11 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from taplib import check, done  # noqa: E402
+
 tp = os.environ["TRACEPAD"]
 docs = os.path.join(os.environ["TP_SOURCE_ROOT"], "docs")
-failed = 0
-n = 0
-
-
-def check(cond, what):
-    global failed, n
-    n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", n, what))
-    if not cond:
-        failed += 1
-
-
 top = subprocess.run([tp, "--help"], capture_output=True, text=True)
 check(top.returncode == 0, "tracepad --help exits 0")
 for page in sorted(os.listdir(docs)):
@@ -35,5 +26,4 @@ for page in sorted(os.listdir(docs)):
     man = open(os.path.join(docs, page)).read().replace("\\-", "-")
     for opt in sorted(set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", h.stdout))):
         check(opt in man, "%s: option %s is in the man page" % (page, opt))
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()

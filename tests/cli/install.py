@@ -6,24 +6,13 @@ import os
 import shutil
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from taplib import check, done  # noqa: E402
 import tempfile
 
 build = os.environ["TP_BUILD_ROOT"]
 dest = tempfile.mkdtemp(prefix="tp-install-")
-failed = 0
-n = 0
-
-
-def check(cond, what, detail=""):
-    global failed, n
-    n += 1
-    print("%sok %d - %s" % ("" if cond else "not ", n, what))
-    if not cond:
-        failed += 1
-        if detail:
-            print("#   " + str(detail).replace("\n", "\n#   "))
-
-
 try:
     r = subprocess.run(["meson", "install", "-C", build, "--no-rebuild", "--quiet"],
                        env=dict(os.environ, DESTDIR=dest), capture_output=True, text=True)
@@ -52,5 +41,4 @@ try:
               "the installed agent counted the program", rep)
 finally:
     shutil.rmtree(dest, ignore_errors=True)
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()
