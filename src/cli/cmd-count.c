@@ -21,6 +21,7 @@
 #include "cli/cli.h"
 #include "cli/count.h"
 #include "common/symbols.h"
+#include "proc/proc.h"
 #include "trace/trace.h"
 
 int count_attach_ptrace(struct count_ctx *c);
@@ -826,12 +827,13 @@ int cmd_count(int argc, char **argv)
 	else
 		err = count_run_trapflag(&c);
 	if (err) {
-		if (err == -EPERM && o.pid)
-			tp_cli_error("count",
-				     "-p %d: ptrace refused (another tracer, a different "
-				     "user, or kernel.yama.ptrace_scope)",
-				     (int)o.pid);
-		else if (err == -ESRCH && o.pid)
+		if (err == -EPERM && o.pid) {
+			char why[256];
+
+			if (tp_proc_perm_reason(o.pid, why, sizeof(why)))
+				snprintf(why, sizeof(why), "ptrace refused: permission denied");
+			tp_cli_error("count", "-p %d: %s", (int)o.pid, why);
+		} else if (err == -ESRCH && o.pid)
 			tp_cli_error("count", "-p %d: no such process", (int)o.pid);
 		else if (err == -ENOENT || err == -EACCES || err == -ENOEXEC)
 			tp_cli_error("count", "%s: %s", o.argv[0], strerror(-err));
