@@ -29,8 +29,10 @@ demo: build
 check: build build-asan
 	@python3 tests/run-suite.py $(BUILD) $(ASAN_BUILD)
 
-bench: build
+# the peers' packages first: the LTTng-UST benchmark is built only when liblttng-ust is found
+bench:
 	@sh scripts/deps.sh bench
+	@$(MAKE) --no-print-directory build
 	@sh bench/run.sh $(BUILD)
 
 install: build

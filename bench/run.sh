@@ -6,4 +6,5 @@ build=${1:-build}
 dir=$(dirname "$0")
 status=0
 python3 "$dir/count.py" "$build" || status=1
+python3 "$dir/trace/trace.py" "$build" || status=1
 exit $status

@@ -5,7 +5,7 @@ set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libzydis-dev libelf-dev libdw-dev libunwind-dev
 babeltrace2 python3 coreutils gzip"
 if [ "${1:-build}" = bench ]; then
-	pkgs="$pkgs ltrace valgrind"
+	pkgs="$pkgs ltrace valgrind liblttng-ust-dev lttng-tools"
 fi
 missing=""
 for p in $pkgs; do

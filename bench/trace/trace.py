@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""bench/trace: cost per event of tracepad's in-process producer (shared-memory rings drained
+by a consumer thread) side by side with LTTng-UST 2.13 (session written to a local directory),
+on the same loop (bench/trace/loop.h: each of T threads records N events of 4 x uint64 = 32
+bytes of payload, timed with clock_gettime around the loop).  Prints the median ns per event
+per thread of each configuration, the ratio tracepad / LTTng-UST and whether the goal (<= 0.5)
+is met.  Every figure is for recorded events: the driver checks that the traces hold exactly
+what the loops produced (our reader, and babeltrace2 on the first run of each tracepad
+configuration and on the LTTng session) and that nothing was discarded.
+
+Usage: python3 bench/trace/trace.py BUILDDIR
+Environment: TP_BENCH_RUNS (repetitions, default 5), TP_BENCH_EVENTS (events per thread and
+run, default 1000000; a warm-up of a tenth more is recorded but not timed)."""
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+RUNS = int(os.environ.get("TP_BENCH_RUNS", "5"))
+EVENTS = int(os.environ.get("TP_BENCH_EVENTS", "1000000"))
+THREADS = (1, 2)
+PEER_PKGS = ("liblttng-ust-dev", "lttng-tools")
+# Big enough to hold a whole run per CPU (PEERS.md: the default channel discards under load).
+CHANNEL = ["--subbuf-size", "8M", "--num-subbuf", "8"]
+EVENT = "tpbench:bench"
+
+tp_prog = os.path.join(build, "bench/trace/bench-trace-tracepad")
+lt_prog = os.path.join(build, "bench/trace/bench-trace-lttng")
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("  failed: %s" % msg, file=sys.stderr, flush=True)
+
+
+def run(argv, timeout=300, check=True):
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=timeout)
+    if check and p.returncode:
+        raise RuntimeError("%s: exit status %d: %s" % (" ".join(argv), p.returncode,
+                                                        (p.stderr or p.stdout).strip()[-400:]))
+    return p
+
+
+def parse(out):
+    """The lines of loop.h (and the tracepad program's counts) as a dict."""
+    d = {}
+    m = re.search(r"^ns/event ([0-9.]+)$", out, re.M)
+    if m:
+        d["ns"] = float(m.group(1))
+    for key in ("produced", "discarded", "written", "discarded-in-trace"):
+        m = re.search(r"(?:^| )%s (\d+)" % key, out, re.M)
+        if m:
+            d[key] = int(m.group(1))
+    if "ns" not in d or "produced" not in d:
+        raise RuntimeError("unexpected output: %r" % out[-300:])
+    return d
+
+
+def bt2_count(path):
+    """Events in the CTF trace at @path and discarded-event messages, by babeltrace2."""
+    p = run(["babeltrace2", path, "-c", "sink.utils.counter", "-p", "step=+0"], timeout=600)
+    ev = re.search(r"(\d+) Event message", p.stdout)
+    disc = re.search(r"(\d+) Discarded event message", p.stdout)
+    if not ev:
+        raise RuntimeError("babeltrace2 %s: %r" % (path, p.stdout[-300:]))
+    return int(ev.group(1)), int(disc.group(1)) if disc else 0
+
+
+# ---- tracepad ---------------------------------------------------------------------------
+
+def tracepad(tmp, name, threads, opts, rep, check_bt2):
+    out = os.path.join(tmp, "tracepad-%s-%d-%d" % (name, threads, rep))
+    try:
+        d = parse(run([tp_prog] + opts + [str(threads), str(EVENTS), out]).stdout)
+        if d.get("written") != d["produced"] or d.get("discarded") or d.get("discarded-in-trace"):
+            raise RuntimeError("tracepad %s, %d threads: produced %d, written %s, discarded %s"
+                               % (name, threads, d["produced"], d.get("written"),
+                                  d.get("discarded")))
+        if check_bt2 and shutil.which("babeltrace2"):
+            n, disc = bt2_count(out)
+            if n != d["produced"] or disc:
+                raise RuntimeError("tracepad %s, %d threads: produced %d, babeltrace2 reads %d "
+                                   "(%d discard messages)" % (name, threads, d["produced"], n,
+                                                              disc))
+            d["bt2"] = n
+        return d
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+# ---- LTTng-UST --------------------------------------------------------------------------
+
+def installed(pkg):
+    p = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg], capture_output=True, text=True)
+    return "install ok installed" in p.stdout
+
+
+def lttng_version():
+    p = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "liblttng-ust-dev"],
+                       capture_output=True, text=True)
+    return p.stdout.strip() or "?"
+
+
+def lttng_available():
+    """Installs the peer when missing (as root) and builds its program; None when ready, else
+    why LTTng-UST is skipped."""
+    missing = [p for p in PEER_PKGS if not installed(p)]
+    if missing:
+        line = "apt-get install -y --no-install-recommends " + " ".join(missing)
+        if os.geteuid() != 0:
+            return "missing Debian packages %s; as root: %s" % (" ".join(missing), line)
+        print("bench/trace: installing %s" % " ".join(missing), file=sys.stderr, flush=True)
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        for argv in (["apt-get", "update", "-q"],
+                     ["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing):
+            p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               env=env)
+            if p.returncode:
+                return "%s failed: %s" % (" ".join(argv), p.stderr.strip()[-300:])
+    if not os.access(lt_prog, os.X_OK):
+        # Meson looked for liblttng-ust when the build directory was configured: look again.
+        print("bench/trace: building %s" % lt_prog, file=sys.stderr, flush=True)
+        for argv in (["meson", "setup", "--reconfigure", build],
+                     ["ninja", "-C", build, os.path.relpath(lt_prog, build)]):
+            p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            if p.returncode:
+                return "%s failed: %s" % (" ".join(argv), (p.stderr or p.stdout).strip()[-300:])
+    return None
+
+
+def lttng(*args, check=True):
+    # Never let the client spawn a daemon of its own: we would not know to stop it.
+    return run(["lttng", "--no-sessiond"] + list(args), timeout=120, check=check)
+
+
+def alive(pid):
+    """Running, not a zombie waiting for a parent to reap it."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def sessiond_pids():
+    p = subprocess.run(["pgrep", "-u", str(os.geteuid()), "-x", "lttng-sessiond"],
+                       capture_output=True, text=True)
+    return [int(x) for x in p.stdout.split() if alive(int(x))]
+
+
+def start_sessiond():
+    """Starts a session daemon when the user has none; returns its pid (to stop it at the end)
+    or None when one was already running."""
+    if sessiond_pids():
+        return None
+    run(["lttng-sessiond", "--daemonize", "--no-kernel"], timeout=60)
+    if os.geteuid() == 0:
+        pidfile = "/var/run/lttng/lttng-sessiond.pid"
+    else:
+        pidfile = os.path.join(os.environ.get("LTTNG_HOME", os.path.expanduser("~")), ".lttng",
+                               "lttng-sessiond.pid")
+    try:
+        with open(pidfile) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        pids = sessiond_pids()
+        return min(pids) if pids else None
+
+
+def stop_sessiond(pid):
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(100):
+        if not alive(pid):
+            return
+        time.sleep(0.1)
+    print("bench/trace: lttng-sessiond %d still running" % pid, file=sys.stderr)
+
+
+class Session:
+    """One LTTng session for every LTTng run of the benchmark, counted at the end."""
+
+    def __init__(self, tmp):
+        self.name = "tpbench-%d" % os.getpid()
+        self.dir = os.path.join(tmp, "lttng")
+        self.expected = 0
+        self.discarded = None
+        self.read = None
+        lttng("create", self.name, "--output=" + self.dir)
+        try:
+            lttng("enable-channel", "-u", "-s", self.name, "ch", *CHANNEL)
+            lttng("enable-event", "-u", "-s", self.name, "-c", "ch", EVENT)
+            lttng("start", self.name)
+        except (RuntimeError, subprocess.TimeoutExpired):
+            lttng("destroy", self.name, check=False)
+            raise
+        self.active = True
+
+    def run(self, threads):
+        d = parse(run([lt_prog, str(threads), str(EVENTS)]).stdout)
+        self.expected += d["produced"]
+        return d
+
+    def finish(self):
+        if not self.active:
+            return
+        self.active = False
+        try:
+            lttng("stop", self.name)
+            m = re.search(r"Discarded events: (\d+)", lttng("list", self.name).stdout)
+            self.discarded = int(m.group(1)) if m else None
+        finally:
+            lttng("destroy", self.name, check=False)
+        self.read, disc = bt2_count(self.dir)
+        if self.read != self.expected or self.discarded or disc:
+            raise RuntimeError("LTTng-UST: produced %d, babeltrace2 reads %d, channel discarded "
+                               "%s (%d discard messages)" % (self.expected, self.read,
+                                                             self.discarded, disc))
+
+
+# ---- main -------------------------------------------------------------------------------
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def clock_best():
+    try:
+        return run([tp_prog, "--clock-best"]).stdout.strip()
+    except RuntimeError:
+        return "monotonic"
+
+
+def main():
+    if not os.access(tp_prog, os.X_OK):
+        print("bench/trace: %s is not built (ninja -C %s)" % (tp_prog, build), file=sys.stderr)
+        return 1
+    skip = lttng_available()
+    if skip:
+        print("bench/trace: LTTng-UST skipped: %s" % skip, file=sys.stderr, flush=True)
+    best = clock_best()
+    # (key, label, options); "tracepad" is the figure held to the goal: rings populated
+    # before the loop as LTTng-UST populates its buffers (MAP_POPULATE at registration).
+    configs = [("tracepad", "tracepad rings, monotonic", ["--populate"]),
+               ("tracepad-cold", "tracepad rings, monotonic, first touch", [])]
+    if best == "tsc":
+        configs.append(("tracepad-tsc", "tracepad rings, TSC (clock_best)",
+                        ["--clock", "tsc", "--populate"]))
+    print("bench/trace: %d runs, medians; %d events of 32 bytes (4 x uint64) per thread and "
+          "run, +%d warm-up; %s, %d CPUs, tp_trace_clock_best: %s"
+          % (RUNS, EVENTS, EVENTS // 10, platform.release(), os.cpu_count(), best), flush=True)
+
+    tmp = tempfile.mkdtemp(prefix="tp-bench-trace-")
+    started = None
+    session = None
+    samples = {}
+    try:
+        if not skip:
+            try:
+                started = start_sessiond()
+                session = Session(tmp)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                fail("LTTng-UST session: %s" % e)
+        for rep in range(RUNS):
+            print("  run %d/%d" % (rep + 1, RUNS), file=sys.stderr, flush=True)
+            # Interleaved, so that the noise of a shared VM falls on every configuration.
+            for threads in THREADS:
+                for key, _, opts in configs:
+                    try:
+                        d = tracepad(tmp, key, threads, opts, rep, rep == 0)
+                        samples.setdefault((key, threads), []).append(d["ns"])
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:
+                        fail(str(e))
+                if session:
+                    try:
+                        d = session.run(threads)
+                        samples.setdefault(("lttng", threads), []).append(d["ns"])
+                    except (RuntimeError, subprocess.TimeoutExpired) as e:
+                        fail("LTTng-UST, %d threads: %s" % (threads, e))
+        if session:
+            try:
+                session.finish()
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                fail(str(e))
+                samples = {k: v for k, v in samples.items() if k[0] != "lttng"}
+    finally:
+        if session:
+            try:
+                session.finish()
+            except (RuntimeError, subprocess.TimeoutExpired):
+                pass
+        if started:
+            stop_sessiond(started)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    rows = [(k, label) for k, label, _ in configs]
+    rows.insert(1, ("lttng", "LTTng-UST %s, monotonic" % lttng_version()))
+    print()
+    print("%-40s %7s %10s %8s %8s %9s" % ("ns per event per thread", "threads", "median",
+                                          "min", "max", "/ LTTng"))
+    for key, label in rows:
+        for threads in THREADS:
+            xs = samples.get((key, threads))
+            if not xs:
+                continue
+            lt = med(samples.get(("lttng", threads), []))
+            ratio = "%.2f" % (med(xs) / lt) if lt else "-"
+            print("%-40s %7d %10.1f %8.1f %8.1f %9s" % (label, threads, med(xs), min(xs),
+                                                        max(xs), ratio))
+    print()
+    tp_n = EVENTS + EVENTS // 10
+    print("recorded: every tracepad run wrote all %d events per thread (our reader; "
+          "babeltrace2 on run 1), none discarded" % tp_n
+          if not any(f.startswith("tracepad") for f in failures) else
+          "recorded: some tracepad runs failed their check (see above)")
+    if session and session.read is not None:
+        print("recorded: LTTng-UST session produced %d, babeltrace2 read %d, channel discarded %s"
+              % (session.expected, session.read, session.discarded))
+    print("first touch: the rings' pages faulted in by the loop itself (tp_trace_shm_attach "
+          "maps without MAP_POPULATE; LTTng-UST 2.13 maps its buffers with it)")
+    verdicts = []
+    for threads in THREADS:
+        tp, lt = med(samples.get(("tracepad", threads), [])), med(samples.get(("lttng", threads),
+                                                                             []))
+        if tp and lt:
+            verdicts.append((threads, tp / lt))
+    if verdicts:
+        met = all(r <= 0.5 for _, r in verdicts)
+        print("goal: tracepad <= 0.5 x LTTng-UST per event (monotonic clock, buffers populated "
+              "on both sides): %s -> %s" % (", ".join("%d thread%s %.2f" % (
+                  t, "s" if t > 1 else "", r) for t, r in verdicts), "MET" if met else "NOT MET"))
+    elif skip:
+        print("goal: not evaluated, LTTng-UST skipped (%s)" % skip)
+    else:
+        print("goal: not evaluated, no LTTng-UST figures")
+    if failures:
+        print("%d measurements failed; first: %s" % (len(failures), failures[0]))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
