@@ -1,11 +1,10 @@
 /* bench/trace, tracepad's side: the loop of loop.h recording through tracepad's in-process
  * producer into shared-memory rings, drained concurrently by a consumer thread as the tracer
  * would, into a CTF trace that our reader then counts.
- *   bench-trace-tracepad [--clock monotonic|tsc] [--populate] THREADS EVENTS DIR
+ *   bench-trace-tracepad [--clock monotonic|tsc] THREADS EVENTS DIR
  *   bench-trace-tracepad --clock-best   (prints the clock tp_trace_clock_best() picks)
- * --populate maps the rings' pages in before the loop, as LTTng-UST 2.13 does for its buffers
- * (MAP_POPULATE when the application registers): without it the loop also pays the first
- * touch of every page of the memfd, which a reused ring pays only once. */
+ * The producer maps its rings populated (as LTTng-UST 2.13 maps its buffers), so the loop
+ * pays no page faults. */
 #include "loop.h"
 #include "trace/trace.h"
 
@@ -102,7 +101,7 @@ static int64_t count_written(const char *dir, uint64_t *lost)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: bench-trace-tracepad [--clock monotonic|tsc] [--populate] THREADS "
+	fprintf(stderr, "usage: bench-trace-tracepad [--clock monotonic|tsc] THREADS "
 			"EVENTS DIR\n"
 			"       bench-trace-tracepad --clock-best\n");
 	return 2;
@@ -121,7 +120,6 @@ int main(int argc, char **argv)
 	pthread_t cth;
 	uint64_t per_ring, lost = 0;
 	int64_t written;
-	bool populate = false;
 	int err;
 
 	argv++, argc--;
@@ -135,10 +133,6 @@ int main(int argc, char **argv)
 		else if (strcmp(argv[1], "monotonic"))
 			return usage();
 		argv += 2, argc -= 2;
-	}
-	if (argc >= 1 && !strcmp(argv[0], "--populate")) {
-		populate = true;
-		argv++, argc--;
 	}
 	if (argc != 3 || loop_args(&l, argc, argv))
 		return usage();
@@ -158,8 +152,6 @@ int main(int argc, char **argv)
 		err = tp_trace_consumer_new(w, &ro, &consumer);
 	if (!err)
 		err = tp_trace_shm_attach(&shm, tp_trace_consumer_fd(consumer));
-	if (!err && populate && madvise(shm.base, shm.size, MADV_POPULATE_WRITE))
-		err = -errno;
 	if (err) {
 		fprintf(stderr, "bench-trace-tracepad: setting up %s: %s\n", argv[2],
 			strerror(-err));
@@ -167,9 +159,9 @@ int main(int argc, char **argv)
 	}
 	if (pthread_create(&cth, NULL, consume, NULL))
 		return 1;
-	printf("tracer tracepad clock %s rings %u x %u x %u bytes%s\n",
+	printf("tracer tracepad clock %s rings %u x %u x %u bytes\n",
 	       o.clock == TP_TRACE_CLOCK_TSC ? "tsc" : "monotonic", ro.nr_rings, ro.nr_subbufs,
-	       TP_TRACE_DEFAULT_PACKET, populate ? " populated" : "");
+	       TP_TRACE_DEFAULT_PACKET);
 	err = loop_run(&l);
 	atomic_store(&stop, true);
 	pthread_join(cth, NULL);

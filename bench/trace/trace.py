@@ -250,13 +250,11 @@ def main():
     if skip:
         print("bench/trace: LTTng-UST skipped: %s" % skip, file=sys.stderr, flush=True)
     best = clock_best()
-    # (key, label, options); "tracepad" is the figure held to the goal: rings populated
-    # before the loop as LTTng-UST populates its buffers (MAP_POPULATE at registration).
-    configs = [("tracepad", "tracepad rings, monotonic", ["--populate"]),
-               ("tracepad-cold", "tracepad rings, monotonic, first touch", [])]
+    # (key, label, options); "tracepad" is the figure held to the goal.  Both tracers map
+    # their buffers populated (MAP_POPULATE), so neither pays page faults in the loop.
+    configs = [("tracepad", "tracepad rings, monotonic", [])]
     if best == "tsc":
-        configs.append(("tracepad-tsc", "tracepad rings, TSC (clock_best)",
-                        ["--clock", "tsc", "--populate"]))
+        configs.append(("tracepad-tsc", "tracepad rings, TSC (clock_best)", ["--clock", "tsc"]))
     print("bench/trace: %d runs, medians; %d events of 32 bytes (4 x uint64) per thread and "
           "run, +%d warm-up; %s, %d CPUs, tp_trace_clock_best: %s"
           % (RUNS, EVENTS, EVENTS // 10, platform.release(), os.cpu_count(), best), flush=True)
@@ -327,8 +325,6 @@ def main():
     if session and session.read is not None:
         print("recorded: LTTng-UST session produced %d, babeltrace2 read %d, channel discarded %s"
               % (session.expected, session.read, session.discarded))
-    print("first touch: the rings' pages faulted in by the loop itself (tp_trace_shm_attach "
-          "maps without MAP_POPULATE; LTTng-UST 2.13 maps its buffers with it)")
     verdicts = []
     for threads in THREADS:
         tp, lt = med(samples.get(("tracepad", threads), [])), med(samples.get(("lttng", threads),
