@@ -18,5 +18,8 @@ void tp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
 const char *tp_cli_agent_path(void);
 
 int cmd_count(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "cli/count.h"
+#include "cli/trace-read.h"
 #include "common/symbols.h"
 #include "proc/proc.h"
 #include "trace/trace.h"
@@ -237,20 +238,9 @@ static void build_hist(struct count_ctx *c, struct hist *h)
 
 static const char *const by_names[] = {"", "mnemonic", "function", "object", "address"};
 
-static void json_str(FILE *f, const char *s)
+static void jstr(FILE *f, const char *s)
 {
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
+	tp_cli_json_str(f, s, strlen(s));
 }
 
 static void where(struct count_ctx *c, uint64_t pc, char *buf, size_t len)
@@ -274,7 +264,7 @@ static void report_json(struct count_ctx *c, FILE *f, struct hist *h, const char
 	char ctl_at[256];
 
 	fprintf(f, "{\"engine\": \"%s\", \"program\": ", engine);
-	json_str(f, c->path ? c->path : "");
+	jstr(f, c->path ? c->path : "");
 	fprintf(f, ", \"pid\": %d, \"instructions\": %llu, \"threads\": [", (int)c->pid,
 		(unsigned long long)r->total);
 	for (int i = 0; i < r->nthreads; i++)
@@ -284,10 +274,10 @@ static void report_json(struct count_ctx *c, FILE *f, struct hist *h, const char
 		r->seconds > 0 ? (double)r->total / r->seconds : 0.0);
 	if (c->o->start) {
 		fprintf(f, ", \"region\": {\"start\": ");
-		json_str(f, c->o->start);
+		jstr(f, c->o->start);
 		fprintf(f, ", \"stop\": ");
 		if (c->o->stop)
-			json_str(f, c->o->stop);
+			jstr(f, c->o->stop);
 		else
 			fputs("null", f);
 		fputs("}", f);
@@ -300,13 +290,13 @@ static void report_json(struct count_ctx *c, FILE *f, struct hist *h, const char
 		where(c, r->control_pc, ctl_at, sizeof(ctl_at));
 		fprintf(f, ", \"startup\": {\"instructions\": %llu, \"where\": ",
 			(unsigned long long)r->startup);
-		json_str(f, ctl_at);
+		jstr(f, ctl_at);
 		fputs(", \"counted_by\": \"ptrace\"}", f);
 	} else {
 		fputs(", \"startup\": null", f);
 	}
 	fputs(", \"start\": ", f);
-	json_str(f, r->start_note);
+	jstr(f, r->start_note);
 	if (r->detached)
 		fputs(", \"exit\": null", f);
 	else if (WIFSIGNALED(r->wait_status))
@@ -317,7 +307,7 @@ static void report_json(struct count_ctx *c, FILE *f, struct hist *h, const char
 		r->forked ? "true" : "false");
 	if (r->warning[0]) {
 		fputs(", \"warning\": ", f);
-		json_str(f, r->warning);
+		jstr(f, r->warning);
 	}
 	if (c->o->by != BY_NONE) {
 		if (c->o->top > 0 && (size_t)c->o->top < shown)
@@ -325,7 +315,7 @@ static void report_json(struct count_ctx *c, FILE *f, struct hist *h, const char
 		fprintf(f, ", \"histogram\": {\"by\": \"%s\", \"entries\": [", by_names[c->o->by]);
 		for (size_t i = 0; i < shown; i++) {
 			fputs(i ? ", {\"key\": " : "{\"key\": ", f);
-			json_str(f, h->e[i].key);
+			jstr(f, h->e[i].key);
 			fprintf(f, ", \"count\": %llu}", (unsigned long long)h->e[i].count);
 		}
 		fputs("]}", f);

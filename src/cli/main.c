@@ -91,9 +91,12 @@ static void usage(FILE *f)
 	      "\n"
 	      "Commands:\n"
 	      "  count    count every executed instruction of a program or of a region of it\n"
+	      "  dump     print the events of a trace, one a line\n"
+	      "  report   summarise a trace: events per class, discarded events, time span\n"
+	      "  export   convert a trace to Chrome trace-event JSON or folded stacks\n"
 	      "  help     show this help, or `tracepad help COMMAND` for one command\n"
 	      "\n"
-	      "Options: --version, --help.  See tracepad(1) and tracepad-count(1).\n",
+	      "Options: --version, --help.  See tracepad(1) and tracepad-COMMAND(1).\n",
 	      f);
 }
 
@@ -120,6 +123,14 @@ int main(int argc, char **argv)
 
 			return cmd_count(2, args);
 		}
+		if (argc > 2 && (!strcmp(argv[2], "dump") || !strcmp(argv[2], "report") ||
+				 !strcmp(argv[2], "export"))) {
+			char *args[] = {argv[2], "--help", NULL};
+
+			return argv[2][0] == 'd'   ? cmd_dump(2, args)
+			       : argv[2][0] == 'r' ? cmd_report(2, args)
+						   : cmd_export(2, args);
+		}
 		if (argc > 2) {
 			tp_cli_error("help", "unknown command '%s'", argv[2]);
 			return 2;
@@ -129,6 +140,12 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "count"))
 		return cmd_count(argc - 1, argv + 1);
+	if (!strcmp(cmd, "dump"))
+		return cmd_dump(argc - 1, argv + 1);
+	if (!strcmp(cmd, "report"))
+		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(cmd, "export"))
+		return cmd_export(argc - 1, argv + 1);
 	fprintf(stderr, "tracepad: unknown command '%s' (try 'tracepad help')\n", cmd);
 	return 2;
 }

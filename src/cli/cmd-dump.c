@@ -1,0 +1,180 @@
+/* tracepad dump: print the events of a trace one a line, in time order, as text or as JSON
+ * lines, with code addresses resolved through the trace's .maps file. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/trace-read.h"
+
+static const char usage_text[] =
+    "usage: tracepad dump [OPTIONS] DIR\n"
+    "\n"
+    "Print the events of the trace in DIR one a line, in time order: local time,\n"
+    "time since the first event, pid/tid, event name and fields as name=value.\n"
+    "\n"
+    "  --json          one JSON object a line\n"
+    "  -o FILE         write to FILE instead of standard output\n"
+    "  -h, --help      show this help\n"
+    "\n"
+    "Integer fields named pc, ip, addr or ending in _addr are code addresses: they are\n"
+    "shown as object:function+offset when DIR holds a .maps file, else in hex.\n";
+
+struct dump {
+	struct tp_cli_trace t;
+	FILE *out;
+	bool json;
+	uint64_t t0;
+};
+
+static void put_pid(FILE *f, int64_t v)
+{
+	if (v < 0)
+		fputs("null", f);
+	else
+		fprintf(f, "%" PRId64, v);
+}
+
+static void dump_text(struct dump *d, const struct tp_trace_event *ev)
+{
+	char when[64], rel[32], sym[512];
+
+	tp_cli_fmt_time(ev->ts, when, sizeof(when));
+	tp_cli_fmt_secs(ev->ts - d->t0, rel, sizeof(rel));
+	fprintf(d->out, "%s +%s ", when, rel);
+	if (ev->pid < 0 && ev->tid < 0)
+		fputc('-', d->out);
+	else
+		fprintf(d->out, "%" PRId64 "/%" PRId64, ev->pid, ev->tid);
+	fputc(' ', d->out);
+	tp_cli_put_name(d->out, ev->name, false);
+	for (uint32_t i = 0; i < ev->nr_fields; i++) {
+		const struct tp_trace_field *f = &ev->fields[i];
+
+		if (tp_cli_field_hidden(ev, i))
+			continue;
+		fputc(' ', d->out);
+		tp_cli_put_name(d->out, f->name, false);
+		fputc('=', d->out);
+		if (f->type == TP_TRACE_INT && tp_cli_is_addr_field(f->name)) {
+			if (!tp_cli_resolve(d->t.syms, f->u, sym, sizeof(sym)))
+				fputs(sym, d->out);
+			else
+				fprintf(d->out, "0x%" PRIx64,
+					f->bits < 64 ? f->u & ((UINT64_C(1) << f->bits) - 1)
+						     : f->u);
+			continue;
+		}
+		tp_cli_put_value(d->out, f);
+	}
+	fputc('\n', d->out);
+}
+
+static void dump_json(struct dump *d, const struct tp_trace_event *ev)
+{
+	char when[64], sym[512];
+	bool any = false;
+
+	tp_cli_fmt_time(ev->ts, when, sizeof(when));
+	fprintf(d->out,
+		"{\"time\": \"%s\", \"ts\": %" PRIu64 ", \"rel_ns\": %" PRIu64
+		", \"stream\": %" PRIu32 ", \"pid\": ",
+		when, ev->ts, ev->ts - d->t0, ev->stream);
+	put_pid(d->out, ev->pid);
+	fputs(", \"tid\": ", d->out);
+	put_pid(d->out, ev->tid);
+	fputs(", \"name\": ", d->out);
+	tp_cli_json_str(d->out, ev->name, strlen(ev->name));
+	fputs(", \"fields\": {", d->out);
+	for (uint32_t i = 0; i < ev->nr_fields; i++) {
+		if (tp_cli_field_hidden(ev, i))
+			continue;
+		if (any)
+			fputs(", ", d->out);
+		any = true;
+		tp_cli_json_str(d->out, ev->fields[i].name, strlen(ev->fields[i].name));
+		fputs(": ", d->out);
+		tp_cli_put_value_json(d->out, &ev->fields[i]);
+	}
+	fputc('}', d->out);
+	any = false;
+	for (uint32_t i = 0; d->t.syms && i < ev->nr_fields; i++) {
+		const struct tp_trace_field *f = &ev->fields[i];
+
+		if (f->type != TP_TRACE_INT || !tp_cli_is_addr_field(f->name) ||
+		    tp_cli_resolve(d->t.syms, f->u, sym, sizeof(sym)))
+			continue;
+		fputs(any ? ", " : ", \"symbols\": {", d->out);
+		any = true;
+		tp_cli_json_str(d->out, f->name, strlen(f->name));
+		fputs(": ", d->out);
+		tp_cli_json_str(d->out, sym, strlen(sym));
+	}
+	fputs(any ? "}}\n" : "}\n", d->out);
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"json", no_argument, NULL, 'J'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const struct tp_trace_event *ev;
+	struct dump d = {.json = false};
+	const char *outfile = NULL;
+	uint64_t discarded;
+	int opt, err, status = 0;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'J':
+			d.json = true;
+			break;
+		case 'o':
+			outfile = optarg;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return 0;
+		default:
+			fputs(usage_text, stderr);
+			return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		tp_cli_error("dump", optind == argc ? "no trace directory (tracepad dump DIR)"
+						    : "one trace directory at a time");
+		return 2;
+	}
+	status = tp_cli_trace_open(&d.t, "dump", argv[optind], true);
+	if (status)
+		return status;
+	d.out = tp_cli_out_open("dump", outfile);
+	if (!d.out) {
+		tp_cli_trace_close(&d.t);
+		return 2;
+	}
+	while ((err = tp_cli_trace_next(&d.t, &ev)) > 0) {
+		if (d.t.nr_events == 1)
+			d.t0 = ev->ts;
+		if (d.json)
+			dump_json(&d, ev);
+		else
+			dump_text(&d, ev);
+	}
+	if (err < 0)
+		status = 2;
+	discarded = tp_trace_reader_discarded(d.t.r);
+	if (tp_cli_out_close("dump", d.out, outfile) && !status)
+		status = 1;
+	if (discarded && !status)
+		tp_cli_error("dump",
+			     "warning: the producers discarded %" PRIu64
+			     " events (tracepad report shows which streams)",
+			     discarded);
+	tp_cli_trace_close(&d.t);
+	return status;
+}

@@ -1,0 +1,536 @@
+/* What the trace readers of the CLI share: opening a trace with one-line errors, loading the
+ * trace's .maps file into a symbol table, and printing timestamps and field values.  Traces
+ * are untrusted input: everything here copes with any value the reader hands out. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/trace-read.h"
+#include "common/symbols.h"
+
+/* ---- opening ---- */
+
+/* A trace that fails to read because of a file named "maps" most likely got it from a
+ * producer that did not know the name must be hidden from CTF readers. */
+static const char *maps_hint(const char *dir)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/maps", dir);
+	if (!lstat(path, &st) && S_ISREG(st.st_mode))
+		return " (the file 'maps' is taken for a stream: name it " TP_CLI_MAPS_FILE ")";
+	return "";
+}
+
+int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, bool want_maps)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int err;
+
+	memset(t, 0, sizeof(*t));
+	t->cmd = cmd;
+	t->dir = dir;
+	if (stat(dir, &st)) {
+		tp_cli_error(cmd, "%s: %s", dir, strerror(errno));
+		return 2;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		tp_cli_error(cmd, "%s: not a trace (a trace is a directory)", dir);
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/metadata", dir);
+	if (lstat(path, &st) && errno == ENOENT) {
+		tp_cli_error(cmd, "%s: not a trace (no metadata file)", dir);
+		return 2;
+	}
+	err = tp_trace_reader_open(dir, &t->r);
+	switch (err) {
+	case 0:
+		break;
+	case -ENOMEM:
+		tp_cli_error(cmd, "%s: out of memory", dir);
+		return 1;
+	case -EACCES:
+	case -EPERM:
+	case -ELOOP:
+	case -EMFILE:
+	case -ENFILE:
+		tp_cli_error(cmd, "%s: %s", dir, strerror(-err));
+		return 2;
+	case -ENOTSUP:
+		tp_cli_error(cmd, "%s: the metadata uses CTF features this reader does not support",
+			     dir);
+		return 2;
+	case -E2BIG:
+		tp_cli_error(cmd, "%s: too many stream files", dir);
+		return 2;
+	default:
+		tp_cli_error(cmd, "%s: not a readable trace: malformed metadata (%s)", dir,
+			     strerror(-err));
+		return 2;
+	}
+	if (want_maps) {
+		snprintf(path, sizeof(path), "%s/%s", dir, TP_CLI_MAPS_FILE);
+		t->syms = tp_cli_maps_load(cmd, path);
+	}
+	return 0;
+}
+
+int tp_cli_trace_next(struct tp_cli_trace *t, const struct tp_trace_event **ev)
+{
+	int err = tp_trace_reader_next(t->r, ev);
+
+	if (err > 0) {
+		t->nr_events++;
+		return 1;
+	}
+	if (!err)
+		return 0;
+	tp_cli_error(t->cmd, "%s: corrupt trace after %" PRIu64 " events: %s%s", t->dir,
+		     t->nr_events, strerror(-err), maps_hint(t->dir));
+	return -1;
+}
+
+void tp_cli_trace_close(struct tp_cli_trace *t)
+{
+	tp_trace_reader_close(t->r);
+	tp_symtab_free(t->syms);
+	t->r = NULL;
+	t->syms = NULL;
+}
+
+/* ---- the maps file ---- */
+
+/* One line: "START END OFFSET PATH" (hex, 0x optional) or a line of /proc/PID/maps, whose
+ * mappings count only when executable.  0 with *path set, 1 to skip, -1 if malformed. */
+static int parse_map_line(char *line, uint64_t *start, uint64_t *end, uint64_t *off, char **path)
+{
+	size_t first;
+	char perms[8];
+	int pos = 0;
+
+	while (*line == ' ' || *line == '\t')
+		line++;
+	if (!*line || *line == '#')
+		return 1;
+	first = strcspn(line, " \t");
+	if (memchr(line, '-', first)) {
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", start, end,
+			   perms, off, &pos) < 4 ||
+		    !pos)
+			return -1;
+		if (strlen(perms) < 3 || perms[2] != 'x')
+			return 1;
+	} else if (sscanf(line, "%" SCNx64 " %" SCNx64 " %" SCNx64 " %n", start, end, off, &pos) <
+		       3 ||
+		   !pos) {
+		return -1;
+	}
+	*path = line + pos;
+	if (!**path || *start >= *end)
+		return -1;
+	return 0;
+}
+
+struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path)
+{
+	struct tp_symtab *syms = NULL;
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned long lineno = 0, bad = 0, first_bad = 0, added = 0;
+	struct stat st;
+	ssize_t len;
+	FILE *f;
+	int fd;
+
+	/* Not a FIFO or a device (a trace is untrusted: opening must not block). */
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))) {
+		close(fd);
+		return NULL;
+	}
+	syms = tp_symtab_new();
+	while (syms && (len = getline(&line, &cap, f)) > 0) {
+		uint64_t start, end, off;
+		char *obj, *del;
+		int r;
+
+		lineno++;
+		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = 0;
+		r = parse_map_line(line, &start, &end, &off, &obj);
+		if (r < 0) {
+			if (!bad++)
+				first_bad = lineno;
+			continue;
+		}
+		if (r)
+			continue;
+		del = strstr(obj, " (deleted)");
+		if (del && !del[10])
+			*del = 0;
+		/* Objects are opened lazily by path: nothing that could block (FIFO) or that is
+		 * not an ELF file at all. */
+		if (obj[0] != '[' && !stat(obj, &st) && !S_ISREG(st.st_mode)) {
+			if (!bad++)
+				first_bad = lineno;
+			continue;
+		}
+		if (!tp_symtab_add_map(syms, start, end, off, obj))
+			added++;
+	}
+	free(line);
+	fclose(f);
+	if (bad)
+		tp_cli_error(cmd, "warning: %s:%lu: %lu malformed line%s ignored", path, first_bad,
+			     bad, bad > 1 ? "s" : "");
+	if (!added) {
+		tp_symtab_free(syms);
+		return NULL;
+	}
+	return syms;
+}
+
+bool tp_cli_is_addr_field(const char *name)
+{
+	size_t n = strlen(name);
+
+	return !strcmp(name, "pc") || !strcmp(name, "ip") || !strcmp(name, "addr") ||
+	       (n > 5 && !strcmp(name + n - 5, "_addr"));
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s && s[1] ? s + 1 : path;
+}
+
+int tp_cli_resolve(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
+{
+	struct tp_symloc loc;
+
+	if (!syms || tp_symtab_lookup(syms, addr, false, &loc))
+		return -ENOENT;
+	if (loc.function)
+		snprintf(buf, len, "%s:%s+0x%" PRIx64, base_name(loc.object), loc.function,
+			 loc.offset);
+	else
+		snprintf(buf, len, "%s+0x%" PRIx64, base_name(loc.object), loc.offset);
+	return 0;
+}
+
+void tp_cli_func_name(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
+{
+	struct tp_symloc loc;
+
+	if (!syms || tp_symtab_lookup(syms, addr, false, &loc))
+		snprintf(buf, len, "0x%" PRIx64, addr);
+	else if (loc.function && !loc.offset)
+		snprintf(buf, len, "%s", loc.function);
+	else if (loc.function)
+		snprintf(buf, len, "%s+0x%" PRIx64, loc.function, loc.offset);
+	else
+		snprintf(buf, len, "%s+0x%" PRIx64, base_name(loc.object), loc.offset);
+}
+
+/* ---- text ---- */
+
+void tp_cli_fmt_time(uint64_t ns, char *buf, size_t len)
+{
+	/* Events come in time order: most share the second of the one before. */
+	static time_t last_secs = (time_t)-1;
+	static char last[48];
+	time_t secs = (time_t)(ns / 1000000000u);
+	struct tm tm;
+
+	if (secs != last_secs) {
+		last_secs = secs;
+		if (!localtime_r(&secs, &tm) ||
+		    !strftime(last, sizeof(last), "%Y-%m-%d %H:%M:%S", &tm))
+			snprintf(last, sizeof(last), "%" PRIu64, ns / 1000000000u);
+	}
+	snprintf(buf, len, "%s.%09u", last, (unsigned int)(ns % 1000000000u));
+}
+
+void tp_cli_fmt_secs(uint64_t ns, char *buf, size_t len)
+{
+	snprintf(buf, len, "%" PRIu64 ".%09u", ns / 1000000000u, (unsigned int)(ns % 1000000000u));
+}
+
+bool tp_cli_field_hidden(const struct tp_trace_event *ev, uint32_t i)
+{
+	const struct tp_trace_field *f = &ev->fields[i], *next;
+	size_t n = strlen(f->name);
+
+	if (f->type != TP_TRACE_INT || i + 1 >= ev->nr_fields || n <= 7 ||
+	    strcmp(f->name + n - 7, "_length"))
+		return false;
+	next = &ev->fields[i + 1];
+	return (next->type == TP_TRACE_SEQ || next->type == TP_TRACE_BYTES) &&
+	       strlen(next->name) == n - 7 && !strncmp(next->name, f->name, n - 7);
+}
+
+static uint64_t field_bits(const struct tp_trace_field *f, uint64_t v)
+{
+	return f->bits && f->bits < 64 ? v & ((UINT64_C(1) << f->bits) - 1) : v;
+}
+
+void tp_cli_put_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
+{
+	if (fld->base == 16)
+		fprintf(f, "0x%" PRIx64, field_bits(fld, v));
+	else if (fld->is_signed)
+		fprintf(f, "%" PRId64, (int64_t)v);
+	else
+		fprintf(f, "%" PRIu64, v);
+}
+
+/* Length of the valid UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	/* No overlong forms, no surrogates, nothing above U+10FFFF. */
+	if (s[0] == 0xe0)
+		lo = 0xa0;
+	else if (s[0] == 0xed)
+		hi = 0x9f;
+	else if (s[0] == 0xf0)
+		lo = 0x90;
+	else if (s[0] == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* Length of the run of printable ASCII at @s, none of it in @special: written as it is. */
+static size_t plain_run(const unsigned char *s, size_t n, const char *special)
+{
+	size_t i = 0;
+
+	while (i < n && s[i] >= 0x20 && s[i] < 0x7f && !strchr(special, s[i]))
+		i++;
+	return i;
+}
+
+/* Quoted, with C escapes for what a terminal would interpret. */
+static void put_text_str(FILE *f, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	for (size_t i = 0; i < n;) {
+		size_t u = plain_run(s + i, n - i, "\"\\");
+
+		if (u) {
+			fwrite(s + i, 1, u, f);
+			i += u;
+			continue;
+		}
+		u = utf8_len(s + i, n - i);
+		if (s[i] == '"' || s[i] == '\\')
+			fprintf(f, "\\%c", s[i]);
+		else if (s[i] == '\n')
+			fputs("\\n", f);
+		else if (s[i] == '\t')
+			fputs("\\t", f);
+		else if (s[i] < 0x20 || s[i] == 0x7f || !u)
+			fprintf(f, "\\x%02x", s[i]);
+		else {
+			fwrite(s + i, 1, u, f);
+			i += u;
+			continue;
+		}
+		i++;
+	}
+	fputc('"', f);
+}
+
+void tp_cli_put_name(FILE *f, const char *str, bool folded)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strlen(str);
+
+	for (size_t i = 0; i < n;) {
+		size_t u = plain_run(s + i, n - i, folded ? " ;" : "");
+
+		if (u) {
+			fwrite(s + i, 1, u, f);
+			i += u;
+			continue;
+		}
+		u = utf8_len(s + i, n - i);
+		if (folded && (s[i] <= ' ' || s[i] == ';' || s[i] == 0x7f))
+			fputc('_', f);
+		else if (folded && !u)
+			fputc('?', f);
+		else if (s[i] < 0x20 || s[i] == 0x7f || !u)
+			fprintf(f, "\\x%02x", s[i]);
+		else {
+			fwrite(s + i, 1, u, f);
+			i += u;
+			continue;
+		}
+		i++;
+	}
+}
+
+void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
+{
+	switch (fld->type) {
+	case TP_TRACE_INT:
+		tp_cli_put_int(f, fld, fld->u);
+		break;
+	case TP_TRACE_STRING:
+		put_text_str(f, fld->str, fld->count);
+		break;
+	case TP_TRACE_BYTES:
+		fputc('<', f);
+		for (uint32_t i = 0; i < fld->count; i++)
+			fprintf(f, "%02x", fld->data[i]);
+		fputc('>', f);
+		break;
+	case TP_TRACE_ARRAY:
+	case TP_TRACE_SEQ:
+		fputc('[', f);
+		for (uint32_t i = 0; i < fld->count; i++) {
+			if (i)
+				fputs(", ", f);
+			tp_cli_put_int(f, fld, tp_trace_field_elem(fld, i));
+		}
+		fputc(']', f);
+		break;
+	}
+}
+
+/* ---- JSON ---- */
+
+void tp_cli_json_str(FILE *f, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	for (size_t i = 0; i < n;) {
+		size_t u = plain_run(s + i, n - i, "\"\\");
+
+		if (u) {
+			fwrite(s + i, 1, u, f);
+			i += u;
+			continue;
+		}
+		u = utf8_len(s + i, n - i);
+		if (s[i] == '"' || s[i] == '\\')
+			fprintf(f, "\\%c", s[i]);
+		else if (s[i] == '\n')
+			fputs("\\n", f);
+		else if (s[i] == '\t')
+			fputs("\\t", f);
+		else if (s[i] < 0x20)
+			fprintf(f, "\\u%04x", s[i]);
+		else if (!u)
+			fputs("\\ufffd", f);
+		else {
+			fwrite(s + i, 1, u, f);
+			i += u;
+			continue;
+		}
+		i++;
+	}
+	fputc('"', f);
+}
+
+static void put_json_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
+{
+	if (fld->is_signed && fld->base != 16)
+		fprintf(f, "%" PRId64, (int64_t)v);
+	else
+		fprintf(f, "%" PRIu64, field_bits(fld, v));
+}
+
+void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
+{
+	switch (fld->type) {
+	case TP_TRACE_INT:
+		put_json_int(f, fld, fld->u);
+		break;
+	case TP_TRACE_STRING:
+		tp_cli_json_str(f, fld->str, fld->count);
+		break;
+	case TP_TRACE_BYTES:
+		fputc('"', f);
+		for (uint32_t i = 0; i < fld->count; i++)
+			fprintf(f, "%02x", fld->data[i]);
+		fputc('"', f);
+		break;
+	case TP_TRACE_ARRAY:
+	case TP_TRACE_SEQ:
+		fputc('[', f);
+		for (uint32_t i = 0; i < fld->count; i++) {
+			if (i)
+				fputs(", ", f);
+			put_json_int(f, fld, tp_trace_field_elem(fld, i));
+		}
+		fputc(']', f);
+		break;
+	}
+}
+
+/* ---- output ---- */
+
+FILE *tp_cli_out_open(const char *cmd, const char *path)
+{
+	FILE *f;
+
+	if (!path || !strcmp(path, "-"))
+		return stdout;
+	f = fopen(path, "we");
+	if (!f)
+		tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
+	return f;
+}
+
+int tp_cli_out_close(const char *cmd, FILE *f, const char *path)
+{
+	int err = 0;
+
+	errno = 0;
+	if (fflush(f) || ferror(f))
+		err = errno ? errno : EIO;
+	if (f != stdout && fclose(f) && !err)
+		err = errno ? errno : EIO;
+	if (!err)
+		return 0;
+	tp_cli_error(cmd, "%s: write error: %s", path && strcmp(path, "-") ? path : "stdout",
+		     strerror(err));
+	return 1;
+}

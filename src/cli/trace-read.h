@@ -1,0 +1,74 @@
+/* Shared by the trace readers of the CLI (dump, report, export): opening a trace directory
+ * with one-line errors, the `.maps` file that lets addresses be resolved, and the text and
+ * JSON forms of timestamps and field values. */
+#ifndef TP_CLI_TRACE_READ_H
+#define TP_CLI_TRACE_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trace/trace.h"
+
+struct tp_symtab;
+
+/* Executable mappings of the traced programs, written by producers next to the streams.  A
+ * hidden name, because babeltrace2 and our reader take every other regular file of a trace
+ * directory for a stream. */
+#define TP_CLI_MAPS_FILE ".maps"
+
+struct tp_cli_trace {
+	const char *cmd; /* for error messages: "tracepad CMD: ..." */
+	const char *dir;
+	struct tp_trace_reader *r;
+	struct tp_symtab *syms; /* from DIR/.maps; NULL when the trace has none */
+	uint64_t nr_events;	/* returned so far */
+};
+
+/* Open the trace DIR (and its .maps with @want_maps).  Returns 0, or prints one line and
+ * returns the exit status: 2 for bad input, 1 for a failure of ours. */
+int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, bool want_maps);
+/* tp_trace_reader_next; on a malformed trace, prints one line and returns -1. */
+int tp_cli_trace_next(struct tp_cli_trace *t, const struct tp_trace_event **ev);
+void tp_cli_trace_close(struct tp_cli_trace *t);
+
+/* Load @path as a maps file into a new symbol table; NULL when absent or empty.  Malformed
+ * lines are skipped with a warning naming the first one. */
+struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path);
+
+/* Does this integer field hold a code address (pc, ip, addr, *_addr)? */
+bool tp_cli_is_addr_field(const char *name);
+/* "object:function+0xoff" (object without its directory), or "object+0xoff" when no symbol
+ * covers @addr; -ENOENT when no mapping does. */
+int tp_cli_resolve(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len);
+/* A slice or frame name: "function", "function+0xoff", "object+0xoff", else "0x..". */
+void tp_cli_func_name(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len);
+
+/* "YYYY-MM-DD HH:MM:SS.nnnnnnnnn", local time, from ns since the epoch. */
+void tp_cli_fmt_time(uint64_t ns, char *buf, size_t len);
+/* "S.nnnnnnnnn" */
+void tp_cli_fmt_secs(uint64_t ns, char *buf, size_t len);
+
+/* A length field that only says how long the next (sequence) field is: not shown. */
+bool tp_cli_field_hidden(const struct tp_trace_event *ev, uint32_t i);
+/* An integer in its display base: decimal, or 0x.. of its bits for base 16. */
+void tp_cli_put_int(FILE *f, const struct tp_trace_field *fld, uint64_t v);
+/* A name from the trace (event class, field, stream file, function) as text: control
+ * characters and bytes that are not UTF-8 as \xHH; for folded stacks, the separators ';' and
+ * blanks as '_' and bad bytes as '?'. */
+void tp_cli_put_name(FILE *f, const char *s, bool folded);
+/* A field's value as text: integers in their base, strings quoted, bytes as <hex>,
+ * arrays as [a, b]. */
+void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld);
+/* A field's value as JSON: numbers, strings, bytes as a hex string, arrays. */
+void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld);
+/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
+void tp_cli_json_str(FILE *f, const char *s, size_t len);
+
+/* stdout for NULL or "-", else the file (one-line error and NULL on failure). */
+FILE *tp_cli_out_open(const char *cmd, const char *path);
+/* Flush and close; 0, or 1 after a one-line error on a write error. */
+int tp_cli_out_close(const char *cmd, FILE *f, const char *path);
+
+#endif
