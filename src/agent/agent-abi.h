@@ -8,6 +8,13 @@
 #include <stdint.h>
 
 #define TP_AGENT_ENV_FD "TRACEPAD_AGENT_FD"
+/* With `--trace`: the memfd of the trace store's rings (src/trace), where the agent records
+ * events of its own threads.  Their classes are registered by tracepad in this order. */
+#define TP_AGENT_ENV_TRACE_FD "TRACEPAD_TRACE_FD"
+enum tp_agent_event {
+	TP_AGENT_EV_COUNTING_BEGIN = 0, /* pc (where counting began), instructions (so far) */
+	TP_AGENT_EV_COUNTING_END = 1,	/* pc (where it ended), instructions (of the thread) */
+};
 #define TP_AGENT_MAGIC 0x4c54435044415254ull /* "TRADPCTL" */
 #define TP_AGENT_ABI 1
 #define TP_AGENT_MNEMONICS 2048 /* > tp_arch_mnemonic_count() */

@@ -9,6 +9,7 @@
 
 #include "agent/agent-abi.h"
 #include "arch/arch.h"
+#include "trace/trace.h"
 
 #define TP_EFLAGS_TF 0x100ull
 #define TP_HIDDEN __attribute__((visibility("hidden")))
@@ -25,6 +26,8 @@ struct tp_tstate {
 	uint32_t pending_clone_flags;
 	uint64_t region_ret, region_sp;
 	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
+	uint8_t prod_state; /* 0: no ring yet, 1: prod is this thread's ring, 2: none to be had */
+	struct tp_trace_producer prod;
 };
 
 /* An in-process breakpoint with its out-of-line copy. */
@@ -64,6 +67,8 @@ struct tp_agent {
 	uint64_t clone_sites[TP_AGENT_CLONE_SITES];
 	struct tp_abp bps[TP_AGENT_MAX_BPS];
 	int nbps;
+	struct tp_trace_shm shm; /* with --trace: the rings */
+	int tracing;
 };
 
 extern struct tp_agent tp_ag TP_HIDDEN;
@@ -93,6 +98,7 @@ int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind) TP_HIDDEN;
 void tp_thread_start_counting(struct tp_tstate *ts) TP_HIDDEN;
 void tp_count_pc(struct tp_tstate *ts, uint64_t pc, unsigned *len) TP_HIDDEN;
 void tp_uncount_pc(struct tp_tstate *ts, uint64_t pc) TP_HIDDEN;
+void tp_agent_event(struct tp_tstate *ts, enum tp_agent_event ev, uint64_t pc) TP_HIDDEN;
 
 /* signals.c */
 struct tp_ksigaction {

@@ -209,20 +209,20 @@ void tp_agent_addr_add(uint64_t pc, uint64_t n)
 
 /* ---- start-up ---- */
 
-static int env_fd(char **envp)
+/* The fd number in environment variable @name ("NAME=123"), or -1. */
+static int env_fd(char **envp, const char *name)
 {
-	static const char key[] = TP_AGENT_ENV_FD "=";
 	int fd = -1;
 
 	for (; envp && *envp; envp++) {
 		const char *e = *envp;
 		size_t i;
 
-		for (i = 0; key[i] && e[i] == key[i]; i++)
+		for (i = 0; name[i] && e[i] == name[i]; i++)
 			;
-		if (key[i])
+		if (name[i] || e[i] != '=')
 			continue;
-		e += i;
+		e += i + 1;
 		fd = 0;
 		for (; *e >= '0' && *e <= '9' && fd < 100000; e++)
 			fd = fd * 10 + (*e - '0');
@@ -230,6 +230,30 @@ static int env_fd(char **envp)
 			return -1;
 	}
 	return fd;
+}
+
+/* Record @ev for the calling thread in its ring (claimed at its first event). */
+void tp_agent_event(struct tp_tstate *ts, enum tp_agent_event ev, uint64_t pc)
+{
+	uint8_t *p;
+
+	if (!tp_ag.tracing || ts->prod_state == 2)
+		return;
+	if (!ts->prod_state) {
+		if (tp_trace_shm_producer_init(&tp_ag.shm, &ts->prod)) {
+			ts->prod_state = 2;
+			return;
+		}
+		ts->prod.pid = tp_ag.pid;
+		ts->prod.tid = tp_agent_gettid();
+		ts->prod_state = 1;
+	}
+	p = tp_trace_reserve(&ts->prod, (uint16_t)ev, 16);
+	if (!p)
+		return;
+	p = tp_trace_put_u64(p, pc);
+	tp_trace_put_u64(p, ts->slot ? ts->slot->count : 0);
+	tp_trace_commit(&ts->prod);
 }
 
 /* The auxiliary vector follows the environment on the initial stack. */
@@ -359,7 +383,7 @@ static void set_region_bps(void)
 TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 {
 	struct tp_agent_ctl *ctl;
-	int fd = env_fd(envp);
+	int fd = env_fd(envp, TP_AGENT_ENV_FD);
 
 	if (fd < 0 || secure_exec(envp))
 		return 0;
@@ -393,6 +417,11 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 		tp_agent_fail("cannot install the SIGTRAP handler");
 		return 0;
 	}
+	fd = env_fd(envp, TP_AGENT_ENV_TRACE_FD);
+	if (fd >= 0) {
+		tp_ag.tracing = !tp_trace_shm_attach(&tp_ag.shm, fd);
+		tp_raw1(SYS_close, fd);
+	}
 	tp_ag.active = 1;
 	__atomic_or_fetch(&ctl->state, TP_AGENT_ST_ACTIVE, __ATOMIC_RELEASE);
 	if (!(ctl->flags & TP_CTL_WHOLE)) {
@@ -401,6 +430,7 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 	}
 	tp_ts.init = 1;
 	tp_thread_start_counting(&tp_ts);
+	tp_agent_event(&tp_ts, TP_AGENT_EV_COUNTING_BEGIN, 0);
 	return 1;
 }
 
@@ -412,7 +442,9 @@ TP_HIDDEN int tp_step_begin_c(void)
 	if (!tp_ag.active || tp_ag.disabled || !(tp_ag.flags & TP_CTL_API))
 		return 0;
 	ts->init = 1;
-	if (!ts->counting)
+	if (!ts->counting) {
 		tp_thread_start_counting(ts);
+		tp_agent_event(ts, TP_AGENT_EV_COUNTING_BEGIN, 0);
+	}
 	return 1;
 }

@@ -143,6 +143,7 @@ void tp_thread_start_counting(struct tp_tstate *ts)
 
 static void stop_counting(struct tp_tstate *ts, greg_t *g)
 {
+	tp_agent_event(ts, TP_AGENT_EV_COUNTING_END, (uint64_t)g[REG_RIP]);
 	ts->counting = 0;
 	ts->in_region = 0;
 	ts->pending = 0;
@@ -305,8 +306,11 @@ static void bp_reached(struct tp_tstate *ts, greg_t *g, struct tp_abp *bp)
 			tp_agent_fail("cannot insert the breakpoint at main");
 		return;
 	}
-	if (!tp_ag.disabled && !ts->counting && !ts->region_done)
+	if (!tp_ag.disabled && !ts->counting && !ts->region_done) {
 		region_begin(ts, g);
+		if (ts->counting)
+			tp_agent_event(ts, TP_AGENT_EV_COUNTING_BEGIN, bp->addr);
+	}
 	g[REG_RIP] = (greg_t)bp->slot;
 	if (!tp_ag.disabled && ts->counting) {
 		count_insn(ts, bp->addr, &bp->insn);
@@ -379,6 +383,10 @@ static int syscall_before(struct tp_tstate *ts, ucontext_t *uc, uint64_t pc, uns
 		ts->pending_clone_flags = CLONE_VM | CLONE_VFORK;
 		ts->pending = pc + len;
 		return 0;
+	case SYS_exit:
+	case SYS_exit_group:
+		tp_agent_event(ts, TP_AGENT_EV_COUNTING_END, pc);
+		return 0;
 	case SYS_execve:
 	case SYS_execveat:
 		__atomic_or_fetch(&tp_ag.ctl->state, TP_AGENT_ST_EXEC, __ATOMIC_RELAXED);
@@ -402,6 +410,7 @@ static void thread_first_trap(struct tp_tstate *ts, uint64_t pc)
 {
 	ts->init = 1;
 	tp_thread_start_counting(ts);
+	tp_agent_event(ts, TP_AGENT_EV_COUNTING_BEGIN, pc);
 	for (int i = 0; i < TP_AGENT_CLONE_SITES; i++) {
 		uint64_t site = __atomic_load_n(&tp_ag.clone_sites[i], __ATOMIC_ACQUIRE);
 		struct tp_insn in;

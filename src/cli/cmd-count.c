@@ -472,6 +472,22 @@ static int record_trace(struct count_ctx *c, struct tp_trace_writer *w, struct h
 	return tp_trace_writer_close(w);
 }
 
+/* The agent records, in rings that tracepad drains, when each thread begins and ends being
+ * counted; the class ids are fixed by agent-abi.h. */
+static int agent_trace_init(struct count_ctx *c, struct tp_trace_writer *w)
+{
+	static const struct tp_trace_field_desc f[] = {
+	    {"pc", TP_TRACE_INT, 64, false, 16},
+	    {"instructions", TP_TRACE_INT, 64},
+	};
+	struct tp_trace_ring_opts ro = {.nr_rings = 64, .nr_subbufs = 4};
+
+	if (tp_trace_writer_add_class(w, "counting_begin", f, 2) != TP_AGENT_EV_COUNTING_BEGIN ||
+	    tp_trace_writer_add_class(w, "counting_end", f, 2) != TP_AGENT_EV_COUNTING_END)
+		return -EINVAL;
+	return tp_trace_consumer_new(w, &ro, &c->cons);
+}
+
 /* ---- set-up ---- */
 
 /* Does @path import @name (an undefined symbol in .dynsym)? */
@@ -803,6 +819,15 @@ int cmd_count(int argc, char **argv)
 			status = 2;
 			goto done;
 		}
+		if (o.engine == ENGINE_TRAPFLAG && !o.pid) {
+			err = agent_trace_init(&c, tw);
+			if (err) {
+				tp_cli_error("count", "--trace %s: %s", o.trace_dir,
+					     strerror(-err));
+				status = 1;
+				goto done;
+			}
+		}
 	}
 	tp_cli_catch_signals(o.pid != 0);
 	/* Like gdb, run the program without address-space randomisation: string functions
@@ -862,6 +887,7 @@ done:
 	free(r->addrs.count);
 	free(r->threads);
 	tp_symtab_free(c.syms);
+	tp_trace_consumer_free(c.cons);
 	if (c.ctl)
 		munmap(c.ctl, c.ctl_size);
 	if (c.ctl_fd >= 0)

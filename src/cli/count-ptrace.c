@@ -730,10 +730,10 @@ static int pin_cpu(void)
  * and return with the program detached (the trapflag engine goes on). */
 int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exec)
 {
-	char fdenv[64], preload[4096];
-	char *env[3] = {fdenv, preload, NULL};
+	char fdenv[64], trenv[64], preload[4096];
+	char *env[4] = {fdenv, preload, NULL, NULL};
 	const char *old = getenv("LD_PRELOAD");
-	int keep[1] = {c->ctl_fd};
+	int keep[2] = {c->ctl_fd, c->cons ? tp_trace_consumer_fd(c->cons) : -1};
 	struct tp_launch l = {0};
 	struct user_regs_struct regs;
 	struct pthread *t;
@@ -753,8 +753,12 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 		 old ? old : "");
 	l.argv = c->o->argv;
 	l.env_add = c->is_static ? NULL : env;
+	if (c->cons) {
+		snprintf(trenv, sizeof(trenv), "%s=%d", TP_AGENT_ENV_TRACE_FD, keep[1]);
+		env[2] = trenv;
+	}
 	l.keep_fds = keep;
-	l.nkeep_fds = c->ctl_fd >= 0 ? 1 : 0;
+	l.nkeep_fds = c->cons ? 2 : c->ctl_fd >= 0 ? 1 : 0;
 	/* a stepping tracer shares its tracee's CPU: each step would wake the other one */
 	l.cpu = step_from_exec || !until_sync ? pin_cpu() : -1;
 	l.opts = TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT;

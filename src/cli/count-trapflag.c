@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/count.h"
@@ -88,15 +89,26 @@ int count_run_trapflag(struct count_ctx *c)
 		tp_cli_error("count", "the agent did not start in %s", c->path);
 		return -EIO;
 	}
+	/* with --trace, the agent's rings are drained while the program runs */
 	for (;;) {
-		pid_t w = waitpid(pid, &st, 0);
+		pid_t w = waitpid(pid, &st, c->cons ? WNOHANG : 0);
 
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
 			return -errno;
-		if (WIFEXITED(st) || WIFSIGNALED(st))
+		if (w && (WIFEXITED(st) || WIFSIGNALED(st)))
 			break;
+		if (!w) {
+			tp_trace_consumer_poll(c->cons);
+			usleep(20000);
+		}
+	}
+	if (c->cons) {
+		/* everything committed reaches the trace, even if the program was killed */
+		err = tp_trace_consumer_flush(c->cons);
+		if (err < 0)
+			snprintf(r->warning, sizeof(r->warning), "--trace: %s", strerror(-err));
 	}
 	r->wait_status = st;
 	r->exited = true;

@@ -8,6 +8,7 @@
 
 #include "agent/agent-abi.h"
 #include "arch/arch.h"
+#include "trace/trace.h"
 
 enum count_engine { ENGINE_DEFAULT, ENGINE_PTRACE, ENGINE_TRAPFLAG };
 enum count_by { BY_NONE, BY_MNEMONIC, BY_FUNCTION, BY_OBJECT, BY_ADDRESS };
@@ -70,7 +71,8 @@ struct count_ctx {
 	int ctl_fd;
 	size_t ctl_size;
 	struct tp_symtab *syms;
-	pid_t pid; /* the program */
+	pid_t pid;			/* the program */
+	struct tp_trace_consumer *cons; /* --trace with the agent: its rings */
 };
 
 /* Seconds on the monotonic clock. */

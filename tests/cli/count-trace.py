@@ -6,12 +6,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from taplib import check, done  # noqa: E402
 import tempfile
+import time
 
 tp = os.environ["TRACEPAD"]
 target = os.path.join(os.environ["TP_BUILD_ROOT"], "tests/e2e/targets/threads-O2")
@@ -51,6 +53,39 @@ try:
         wh = {e["key"]: e["count"] for e in rep["histogram"]["entries"]}
         check(gh == wh and len(hist) == len(wh), engine + ": count_histogram events = the "
               "histogram", (gh, wh))
+        if engine == "trapflag":
+            # the agent's own events, recorded in rings that tracepad drains
+            ends = {}
+            for l in lines:
+                m = re.search(r"counting_end: .*tid = (\d+) }, { pc = \w+, instructions = (\d+) }", l)
+                if m:
+                    ends[int(m.group(1))] = int(m.group(2))
+            begins = [l for l in lines if " counting_begin: " in l]
+            check(len(begins) == 4 and ends == want, "trapflag: the agent recorded when each "
+                  "thread began and ended counting, with its count", (begins, ends, want))
+    # a program killed while the agent records: what it committed is in the trace
+    spin = os.path.join(os.environ["TP_BUILD_ROOT"], "tests/e2e/targets/spin")
+    tdir = os.path.join(tmp, "killed")
+    p = subprocess.Popen([tp, "count", "--no-startup", "--trace", tdir, "--", spin, "30"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid = None
+    for _ in range(100):
+        kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
+        if kids.stdout.strip():
+            pid = int(kids.stdout.split()[0])
+            break
+        time.sleep(0.05)
+    time.sleep(1)
+    if pid:
+        os.kill(pid, signal.SIGKILL)
+    out, err = p.communicate(timeout=60)
+    check(pid is not None and p.returncode == 128 + signal.SIGKILL,
+          "a counted program killed by SIGKILL: tracepad reports it", (p.returncode, err))
+    bt = subprocess.run(["babeltrace2", tdir], capture_output=True, text=True)
+    begins = [l for l in bt.stdout.splitlines() if " counting_begin: " in l]
+    check(bt.returncode == 0 and len(begins) == 1 and ("tid = %d }" % pid) in begins[0],
+          "the event the agent committed before the kill is in the trace", (bt.stdout,
+                                                                           bt.stderr))
     r = subprocess.run([tp, "count", "--trace", os.path.join(tmp, "ptrace"), "--", "/bin/true"],
                        capture_output=True, text=True)
     check(r.returncode == 2 and r.stderr.startswith("tracepad count: --trace ")
