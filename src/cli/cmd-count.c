@@ -60,6 +60,23 @@ double count_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+void count_progress(struct count_ctx *c, uint64_t total)
+{
+	double t = count_now();
+
+	if (!c->progress || t - c->last_progress < 0.5)
+		return;
+	c->last_progress = t;
+	fprintf(stderr, "\rtracepad count: %llu instructions, %.0f/s ", (unsigned long long)total,
+		t > c->t_start ? (double)total / (t - c->t_start) : 0.0);
+}
+
+void count_progress_end(struct count_ctx *c)
+{
+	if (c->progress && c->last_progress > c->t_start)
+		fputs("\r\033[K", stderr);
+}
+
 void count_add_thread(struct count_result *r, pid_t tid, uint64_t n)
 {
 	for (int i = 0; i < r->nthreads; i++) {
@@ -830,6 +847,8 @@ int cmd_count(int argc, char **argv)
 		}
 	}
 	tp_cli_catch_signals(o.pid != 0);
+	c.progress = isatty(STDERR_FILENO) && !getenv("CI");
+	c.t_start = c.last_progress = count_now();
 	/* Like gdb, run the program without address-space randomisation: string functions
 	 * take other paths for other alignments, and counts should repeat exactly. */
 	if (!o.pid)
@@ -858,6 +877,7 @@ int cmd_count(int argc, char **argv)
 		status = 2;
 		goto done;
 	}
+	count_progress_end(&c);
 	if (o.by == BY_FUNCTION || o.by == BY_OBJECT || o.by == BY_ADDRESS)
 		tp_symtab_load_pid(c.syms, c.pid); /* fails harmlessly once the program is gone */
 	if (o.by != BY_NONE)

@@ -158,7 +158,8 @@ static void count_last(struct engine *e, struct pthread *t)
 	if (t->last_pc == NO_PC)
 		return;
 	t->count++;
-	r->total++;
+	if (!(++r->total & 0xffff))
+		count_progress(e->c, r->total);
 	if (t->last_mnem < TP_AGENT_MNEMONICS)
 		r->mnemonic[t->last_mnem]++;
 	if (e->c->o->by >= BY_FUNCTION || !e->synced)

@@ -62,6 +62,21 @@ static void collect(struct count_ctx *c, pid_t pid)
 	(void)pid;
 }
 
+/* What the agent has counted so far (a running total for the progress line). */
+static uint64_t agent_total(struct count_ctx *c)
+{
+	struct tp_agent_ctl *ctl = c->ctl;
+	struct tp_agent_thread *th = (void *)((char *)ctl + ctl->threads_off);
+	uint32_t n = __atomic_load_n(&ctl->nthreads, __ATOMIC_RELAXED);
+	uint64_t total = c->r->startup;
+
+	if (n > ctl->max_threads)
+		n = ctl->max_threads;
+	for (uint32_t i = 0; i < n; i++)
+		total += __atomic_load_n(&th[i].count, __ATOMIC_RELAXED);
+	return total;
+}
+
 int count_run_trapflag(struct count_ctx *c)
 {
 	struct count_result *r = c->r;
@@ -91,7 +106,7 @@ int count_run_trapflag(struct count_ctx *c)
 	}
 	/* with --trace, the agent's rings are drained while the program runs */
 	for (;;) {
-		pid_t w = waitpid(pid, &st, c->cons ? WNOHANG : 0);
+		pid_t w = waitpid(pid, &st, c->cons || c->progress ? WNOHANG : 0);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -100,7 +115,9 @@ int count_run_trapflag(struct count_ctx *c)
 		if (w && (WIFEXITED(st) || WIFSIGNALED(st)))
 			break;
 		if (!w) {
-			tp_trace_consumer_poll(c->cons);
+			if (c->cons)
+				tp_trace_consumer_poll(c->cons);
+			count_progress(c, agent_total(c));
 			usleep(20000);
 		}
 	}

@@ -73,10 +73,15 @@ struct count_ctx {
 	struct tp_symtab *syms;
 	pid_t pid;			/* the program */
 	struct tp_trace_consumer *cons; /* --trace with the agent: its rings */
+	bool progress;			/* stderr is a terminal: show a progress line */
+	double last_progress, t_start;
 };
 
 /* Seconds on the monotonic clock. */
 double count_now(void);
+/* Show the running total on the terminal, at most twice a second. */
+void count_progress(struct count_ctx *c, uint64_t total);
+void count_progress_end(struct count_ctx *c);
 void count_add_thread(struct count_result *r, pid_t tid, uint64_t n);
 void addr_hist_add(struct addr_hist *h, uint64_t pc, uint64_t n);
 
