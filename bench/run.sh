@@ -7,4 +7,5 @@ dir=$(dirname "$0")
 status=0
 python3 "$dir/count.py" "$build" || status=1
 python3 "$dir/trace/trace.py" "$build" || status=1
+python3 "$dir/markers/markers.py" "$build" || status=1
 exit $status
