@@ -21,5 +21,6 @@ int cmd_count(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_markers(int argc, char **argv);
 
 #endif

@@ -85,16 +85,34 @@ const char *tp_cli_agent_path(void)
 	return NULL;
 }
 
+/* One entry a subcommand: `tracepad NAME ...` runs fn with argv[0] = NAME. */
+static const struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+    {"count", cmd_count, "count every executed instruction of a program or of a region of it"},
+    {"dump", cmd_dump, "print the events of a trace, one a line"},
+    {"report", cmd_report, "summarise a trace: events per class, discarded events, time span"},
+    {"export", cmd_export, "convert a trace to Chrome trace-event JSON or folded stacks"},
+    {"markers", cmd_markers,
+     "list, enable or disable the static tracepoints of a program or process"},
+};
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
-	fputs("usage: tracepad COMMAND [OPTIONS] [-- PROGRAM [ARGS]]\n"
-	      "\n"
-	      "Commands:\n"
-	      "  count    count every executed instruction of a program or of a region of it\n"
-	      "  dump     print the events of a trace, one a line\n"
-	      "  report   summarise a trace: events per class, discarded events, time span\n"
-	      "  export   convert a trace to Chrome trace-event JSON or folded stacks\n"
-	      "  help     show this help, or `tracepad help COMMAND` for one command\n"
+	fputs("usage: tracepad COMMAND [OPTIONS] [-- PROGRAM [ARGS]]\n\nCommands:\n", f);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+	fputs("  help     show this help, or `tracepad help COMMAND` for one command\n"
 	      "\n"
 	      "Options: --version, --help.  See tracepad(1) and tracepad-COMMAND(1).\n",
 	      f);
@@ -102,50 +120,39 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	const char *cmd = argc > 1 ? argv[1] : NULL;
+	const char *name = argc > 1 ? argv[1] : NULL;
+	const struct command *cmd;
 
 	tp_log_set_callback(log_to_stderr);
-	if (!cmd) {
+	if (!name) {
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+	if (!strcmp(name, "--version") || !strcmp(name, "version")) {
 		printf("tracepad %s\n", TP_VERSION);
 		return 0;
 	}
-	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+	if (!strcmp(name, "--help") || !strcmp(name, "-h")) {
 		usage(stdout);
 		return 0;
 	}
-	if (!strcmp(cmd, "help")) {
-		if (argc > 2 && !strcmp(argv[2], "count")) {
-			char *args[] = {argv[2], "--help", NULL};
-
-			return cmd_count(2, args);
-		}
-		if (argc > 2 && (!strcmp(argv[2], "dump") || !strcmp(argv[2], "report") ||
-				 !strcmp(argv[2], "export"))) {
-			char *args[] = {argv[2], "--help", NULL};
-
-			return argv[2][0] == 'd'   ? cmd_dump(2, args)
-			       : argv[2][0] == 'r' ? cmd_report(2, args)
-						   : cmd_export(2, args);
-		}
+	if (!strcmp(name, "help")) {
 		if (argc > 2) {
-			tp_cli_error("help", "unknown command '%s'", argv[2]);
-			return 2;
+			char *args[] = {argv[2], "--help", NULL};
+
+			cmd = find_command(argv[2]);
+			if (!cmd) {
+				tp_cli_error("help", "unknown command '%s'", argv[2]);
+				return 2;
+			}
+			return cmd->fn(2, args);
 		}
 		usage(stdout);
 		return 0;
 	}
-	if (!strcmp(cmd, "count"))
-		return cmd_count(argc - 1, argv + 1);
-	if (!strcmp(cmd, "dump"))
-		return cmd_dump(argc - 1, argv + 1);
-	if (!strcmp(cmd, "report"))
-		return cmd_report(argc - 1, argv + 1);
-	if (!strcmp(cmd, "export"))
-		return cmd_export(argc - 1, argv + 1);
-	fprintf(stderr, "tracepad: unknown command '%s' (try 'tracepad help')\n", cmd);
+	cmd = find_command(name);
+	if (cmd)
+		return cmd->fn(argc - 1, argv + 1);
+	fprintf(stderr, "tracepad: unknown command '%s' (try 'tracepad help')\n", name);
 	return 2;
 }
