@@ -39,6 +39,36 @@ try:
         rep = json.load(open(out)) if os.path.exists(out) else {}
         check(rep.get("instructions", 0) > 1000 and not rep.get("warning"),
               "the installed agent counted the program", rep)
+    # a program built against the installed <tracepad/tracepoint.h> and `pkg-config tracepad`
+    pcs = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs if f == "tracepad.pc"]
+    check(len(pcs) == 1, "tracepad.pc installed", pcs)
+    if pcs:
+        env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pcs[0]),
+                   PKG_CONFIG_SYSROOT_DIR=dest)
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "tracepad"], env=env,
+                               capture_output=True, text=True)
+        check(flags.returncode == 0, "pkg-config --cflags --libs tracepad", flags.stderr)
+        src = os.path.join(dest, "prog.c")
+        with open(src, "w") as f:
+            f.write('#include <tracepad/tracepoint.h>\n'
+                    'TP_POINT(installed_point);\n'
+                    'int main(int argc, char **argv)\n'
+                    '{\n'
+                    '\t(void)argv;\n'
+                    '\tTP_TRACE(installed_point, "argc %d name %s", argc, "x");\n'
+                    '\treturn 0;\n'
+                    '}\n')
+        prog = os.path.join(dest, "prog")
+        cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", src, "-o", prog]
+                            + flags.stdout.split(), capture_output=True, text=True)
+        check(cc.returncode == 0, "a program builds against the installed header and library",
+              cc.stderr)
+        libdir = os.path.dirname(os.path.dirname(pcs[0]))
+        run = subprocess.run([prog], env=dict(os.environ, LD_LIBRARY_PATH=libdir,
+                                              TRACEPAD_MARKERS="installed_*"),
+                             capture_output=True, text=True)
+        check(run.returncode == 0 and "installed_point: argc 1 name x" in run.stderr,
+              "it runs, and its enabled point prints its event", (run.returncode, run.stderr))
 finally:
     shutil.rmtree(dest, ignore_errors=True)
 done()
