@@ -1,0 +1,760 @@
+/* Breakpoints with SSOL slots (after Functracer and kprobes' instruction pages): the int3
+ * stays in the text, the displaced instruction runs from a slot followed by a jmp back, so
+ * a hit is one stop (pc := slot) and no thread can slip past a lifted breakpoint. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "arch/arch.h"
+#include "bp/bp.h"
+#include "common/log.h"
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define AREA_SIZE (64 * 1024)
+#define SLOT_SIZE 64
+#define REACH ((int64_t)1 << 31)
+
+struct area {
+	uint64_t base;
+	unsigned used; /* slots handed out */
+};
+
+struct bp {
+	uint64_t addr; /* 0: empty table entry */
+	uint64_t slot;
+	uint64_t hits;
+	bool ret;	  /* TP_BP_RETURN */
+	uint8_t len;	  /* of the original instruction */
+	uint8_t slot_len; /* relocated copy, without the jmp back */
+	uint8_t orig[TP_ARCH_MAX_INSN_LEN];
+};
+
+struct tp_bps {
+	struct tp_proc *p;
+	pid_t pid;
+	struct bp *tab; /* open addressing on addr */
+	unsigned cap, n;
+	struct area *areas;
+	unsigned nareas;
+	struct tp_event *q; /* events deferred while waiting for one task */
+	unsigned qhead, qlen, qcap;
+	uint64_t tramp; /* shared return trampoline (an int3 in a slot), 0 until needed */
+	struct shadow *sh;
+	unsigned nsh;
+};
+
+/* A hooked call in flight: the return address it replaced at @sp. */
+struct frame {
+	uint64_t sp, ret, func;
+};
+
+/* Per-thread shadow stack of hooked calls (few threads: searched linearly). */
+struct shadow {
+	pid_t tid;
+	struct frame *f;
+	unsigned n, cap;
+};
+
+struct tp_bps *tp_bps_new(struct tp_proc *p, pid_t pid)
+{
+	struct tp_bps *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->p = p;
+	b->pid = pid;
+	b->cap = 64;
+	b->tab = calloc(b->cap, sizeof(*b->tab));
+	if (!b->tab) {
+		free(b);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return b;
+}
+
+void tp_bps_free(struct tp_bps *bps)
+{
+	if (!bps)
+		return;
+	free(bps->tab);
+	free(bps->areas);
+	free(bps->q);
+	for (unsigned i = 0; i < bps->nsh; i++)
+		free(bps->sh[i].f);
+	free(bps->sh);
+	free(bps);
+}
+
+/* ---- deferred events ---- */
+
+static int defer(struct tp_bps *b, const struct tp_event *ev)
+{
+	if (b->qlen == b->qcap) {
+		unsigned ncap = b->qcap ? 2 * b->qcap : 16;
+		struct tp_event *n = malloc(ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		for (unsigned i = 0; i < b->qlen; i++)
+			n[i] = b->q[(b->qhead + i) % b->qcap];
+		free(b->q);
+		b->q = n;
+		b->qcap = ncap;
+		b->qhead = 0;
+	}
+	b->q[(b->qhead + b->qlen) % b->qcap] = *ev;
+	b->qlen++;
+	return 0;
+}
+
+int tp_bp_wait(struct tp_bps *bps, struct tp_event *ev)
+{
+	if (bps->qlen) {
+		*ev = bps->q[bps->qhead];
+		bps->qhead = (bps->qhead + 1) % bps->qcap;
+		bps->qlen--;
+		return 0;
+	}
+	return tp_proc_wait(bps->p, ev);
+}
+
+/* Step @tid once and wait for its stop; other tasks' events are deferred.  A signal for
+ * @tid is held back into *@held (the step is retried). */
+static int step_one(struct tp_bps *b, pid_t tid, int *held)
+{
+	struct tp_event ev;
+	int r = tp_proc_resume(b->p, tid, TP_RESUME_STEP, 0);
+
+	if (r)
+		return r;
+	for (;;) {
+		r = tp_proc_wait(b->p, &ev);
+		if (r)
+			return r;
+		if (ev.tid != tid) {
+			r = defer(b, &ev);
+			if (r)
+				return r;
+			continue;
+		}
+		switch (ev.kind) {
+		case TP_EV_STEP:
+			return 0;
+		case TP_EV_EXITED:
+		case TP_EV_EXIT:
+			defer(b, &ev);
+			return -ESRCH;
+		case TP_EV_SIGNAL:
+			/* The signal stop came before the step ran: step again. */
+			*held = ev.sig;
+			r = tp_proc_resume(b->p, tid, TP_RESUME_STEP, 0);
+			if (r)
+				return r;
+			continue;
+		default:
+			/* A breakpoint or other trap reached by the stepped instruction. */
+			return ev.kind == TP_EV_BREAKPOINT ? 0 : -EIO;
+		}
+	}
+}
+
+/* ---- injection ---- */
+
+int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t args[6],
+			 int64_t *ret)
+{
+	static const uint8_t insn[2] = {0x0f, 0x05};
+	struct user_regs_struct saved, regs, inj;
+	uint8_t orig[2];
+	uint64_t at, pc;
+	int r, r2, held = 0;
+
+	r = tp_proc_auxv(bps->pid, AT_ENTRY, &at);
+	if (r)
+		return r;
+	r = tp_proc_get_regs(tid, &saved);
+	if (r)
+		return r;
+	if (tp_proc_read(bps->pid, at, orig, sizeof(orig)) != sizeof(orig))
+		return -EIO;
+	r = tp_proc_write(bps->pid, at, insn, sizeof(insn));
+	if (r)
+		return r;
+	regs = saved;
+	regs.rip = at;
+	regs.rax = nr;
+	regs.rdi = args[0];
+	regs.rsi = args[1];
+	regs.rdx = args[2];
+	regs.r10 = args[3];
+	regs.r8 = args[4];
+	regs.r9 = args[5];
+	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
+	regs.orig_rax = -1;
+	inj = regs;
+	/* A task stopped inside a syscall (the exec stop of a launched program) first
+	 * finishes it: that step executes nothing and the syscall's return value lands in
+	 * rax, so the registers are set again and the step retried. */
+	for (int tries = 0; tries < 2; tries++) {
+		r = tp_proc_set_regs(tid, &inj);
+		if (!r)
+			r = step_one(bps, tid, &held);
+		if (!r)
+			r = tp_proc_get_regs(tid, &regs);
+		pc = regs.rip;
+		if (r || pc != at)
+			break;
+	}
+	if (!r && pc != at + sizeof(insn))
+		r = -EIO;
+	if (!r)
+		*ret = (int64_t)regs.rax;
+	r2 = tp_proc_write(bps->pid, at, orig, sizeof(orig));
+	if (r != -ESRCH) {
+		int r3 = tp_proc_set_regs(tid, &saved);
+
+		if (!r2)
+			r2 = r3;
+	}
+	if (held)
+		syscall(SYS_tgkill, bps->pid, tid, held);
+	return r ? r : r2;
+}
+
+/* ---- SSOL areas ---- */
+
+static int64_t dist(uint64_t a, uint64_t b)
+{
+	return a > b ? (int64_t)(a - b) : (int64_t)(b - a);
+}
+
+static bool area_reaches(uint64_t base, uint64_t addr)
+{
+	return dist(base, addr) < REACH - 2 * AREA_SIZE &&
+	       dist(base + AREA_SIZE, addr) < REACH - 2 * AREA_SIZE;
+}
+
+/* The free gap of /proc/PID/maps nearest to @addr that can hold an area within reach. */
+static int pick_gap(pid_t pid, uint64_t addr, uint64_t *out)
+{
+	const uint64_t lo_limit = 0x10000, hi_limit = 0x7ffffffff000ULL;
+	uint64_t prev_end = lo_limit, best = 0, start, end;
+	char path[64], line[512];
+	int64_t best_d = INT64_MAX;
+	bool last = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (!last) {
+		uint64_t cand;
+
+		if (fgets(line, sizeof(line), f)) {
+			if (sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end) != 2)
+				continue;
+			if (start >= hi_limit)
+				continue;
+		} else {
+			start = end = hi_limit;
+			last = true;
+		}
+		if (start > prev_end && start - prev_end >= AREA_SIZE) {
+			/* Take the end of the gap nearest to @addr. */
+			if (addr >= start)
+				cand = start - AREA_SIZE;
+			else
+				cand = prev_end;
+			/* Below the object is preferred: right above it is where brk grows. */
+			int64_t d = dist(cand, addr) + (cand > addr ? REACH / 2 : 0);
+
+			if (area_reaches(cand, addr) && d < best_d) {
+				best = cand;
+				best_d = d;
+			}
+		}
+		if (end > prev_end)
+			prev_end = end;
+	}
+	fclose(f);
+	if (!best)
+		return -ENOMEM;
+	*out = best;
+	return 0;
+}
+
+static struct area *area_for(struct tp_bps *b, pid_t tid, uint64_t addr, int *err)
+{
+	uint64_t args[6], base = 0;
+	struct area *a;
+	int64_t ret;
+
+	for (unsigned i = 0; i < b->nareas; i++) {
+		a = &b->areas[i];
+		if (a->used < AREA_SIZE / SLOT_SIZE && area_reaches(a->base, addr))
+			return a;
+	}
+	*err = pick_gap(b->pid, addr, &base);
+	if (*err)
+		return NULL;
+	/* RX for the tracee; tracepad fills it through /proc/PID/mem. */
+	args[0] = base;
+	args[1] = AREA_SIZE;
+	args[2] = PROT_READ | PROT_EXEC;
+	args[3] = MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE;
+	args[4] = (uint64_t)-1;
+	args[5] = 0;
+	*err = tp_bp_inject_syscall(b, tid, SYS_mmap, args, &ret);
+	if (*err)
+		return NULL;
+	if (ret < 0 && ret > -4096) {
+		*err = (int)ret;
+		return NULL;
+	}
+	if ((uint64_t)ret != base) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	a = realloc(b->areas, (b->nareas + 1) * sizeof(*a));
+	if (!a) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	b->areas = a;
+	a = &b->areas[b->nareas++];
+	a->base = base;
+	a->used = 0;
+	return a;
+}
+
+/* ---- the table ---- */
+
+static unsigned hash(uint64_t addr, unsigned cap)
+{
+	return (unsigned)((addr * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
+}
+
+static struct bp *find(struct tp_bps *b, uint64_t addr)
+{
+	for (unsigned i = hash(addr, b->cap);; i = (i + 1) & (b->cap - 1)) {
+		if (b->tab[i].addr == addr)
+			return &b->tab[i];
+		if (!b->tab[i].addr)
+			return NULL;
+	}
+}
+
+static struct bp *add(struct tp_bps *b, uint64_t addr)
+{
+	unsigned i;
+
+	if (2 * (b->n + 1) > b->cap) {
+		unsigned ncap = 2 * b->cap;
+		struct bp *n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			return NULL;
+		for (unsigned k = 0; k < b->cap; k++) {
+			if (!b->tab[k].addr)
+				continue;
+			for (i = hash(b->tab[k].addr, ncap); n[i].addr; i = (i + 1) & (ncap - 1))
+				;
+			n[i] = b->tab[k];
+		}
+		free(b->tab);
+		b->tab = n;
+		b->cap = ncap;
+	}
+	for (i = hash(addr, b->cap); b->tab[i].addr; i = (i + 1) & (b->cap - 1))
+		;
+	b->n++;
+	b->tab[i].addr = addr;
+	return &b->tab[i];
+}
+
+/* ---- breakpoints ---- */
+
+static int make_tramp(struct tp_bps *b, pid_t tid, uint64_t near)
+{
+	static const uint8_t int3 = 0xcc;
+	struct area *a;
+	uint64_t at;
+	int r;
+
+	a = area_for(b, tid, near, &r);
+	if (!a)
+		return r;
+	at = a->base + (uint64_t)a->used * SLOT_SIZE;
+	r = tp_proc_write(b->pid, at, &int3, 1);
+	if (r)
+		return r;
+	a->used++;
+	b->tramp = at;
+	return 0;
+}
+
+int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
+{
+	uint8_t buf[TP_ARCH_MAX_INSN_LEN], slot[SLOT_SIZE];
+	static const uint8_t int3 = 0xcc;
+	struct tp_insn insn;
+	struct area *a;
+	struct bp *bp;
+	size_t rlen;
+	ssize_t got;
+	uint64_t at;
+	int r;
+
+	if (!addr)
+		return -EINVAL;
+	if (find(bps, addr))
+		return -EEXIST;
+	if ((flags & TP_BP_RETURN) && !bps->tramp) {
+		r = make_tramp(bps, tid, addr);
+		if (r)
+			return r;
+	}
+	got = tp_proc_read(bps->pid, addr, buf, sizeof(buf));
+	if (got <= 0)
+		return got < 0 ? (int)got : -EFAULT;
+	r = tp_arch_decode(buf, got, addr, &insn);
+	if (r)
+		return r;
+	/* Instructions that would need emulation (syscall, int3, ...): tp_arch_relocate
+	 * refuses them; none is found at a function entry, so they are refused here too
+	 * rather than falling back to stop-the-world stepping. */
+	a = area_for(bps, tid, addr, &r);
+	if (!a)
+		return r;
+	at = a->base + (uint64_t)a->used * SLOT_SIZE;
+	r = tp_arch_relocate(buf, insn.len, addr, at, slot, sizeof(slot) - 5, &rlen);
+	if (r)
+		return r;
+	if (insn.kind != TP_INSN_JMP && insn.kind != TP_INSN_RET) {
+		r = tp_arch_emit_jmp(slot + rlen, at + rlen, addr + insn.len);
+		if (r)
+			return r;
+		r = tp_proc_write(bps->pid, at, slot, rlen + 5);
+	} else {
+		r = tp_proc_write(bps->pid, at, slot, rlen);
+	}
+	if (r)
+		return r;
+	bp = add(bps, addr);
+	if (!bp)
+		return -ENOMEM;
+	a->used++;
+	bp->slot = at;
+	bp->ret = flags & TP_BP_RETURN;
+	bp->len = insn.len;
+	bp->slot_len = rlen;
+	memcpy(bp->orig, buf, insn.len);
+	/* The slot is complete before the int3 appears: a thread that hits it finds it ready. */
+	r = tp_proc_write(bps->pid, addr, &int3, 1);
+	/* On failure the entry stays: its original byte is still in place, and
+	 * tp_bp_remove_all() writing it back is harmless. */
+	return r;
+}
+
+static struct shadow *shadow_of(struct tp_bps *b, pid_t tid, bool create)
+{
+	struct shadow *n;
+
+	for (unsigned i = 0; i < b->nsh; i++)
+		if (b->sh[i].tid == tid)
+			return &b->sh[i];
+	if (!create)
+		return NULL;
+	n = realloc(b->sh, (b->nsh + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	b->sh = n;
+	n = &b->sh[b->nsh++];
+	memset(n, 0, sizeof(*n));
+	n->tid = tid;
+	return n;
+}
+
+/* Entry of a TP_BP_RETURN function: the return address at [sp] goes to the shadow stack,
+ * the trampoline's address takes its place. */
+static int hook_return(struct tp_bps *b, pid_t tid, uint64_t sp, uint64_t func)
+{
+	struct shadow *s = shadow_of(b, tid, true);
+	uint64_t ret;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	if (tp_proc_read(b->pid, sp, &ret, sizeof(ret)) != sizeof(ret))
+		return -EFAULT;
+	/* Frames below this call's are gone (longjmp, exceptions, exit of a thread's
+	 * function without returning): a new call never sits above a live one.  At an equal
+	 * sp, a tail call from a hooked function finds the trampoline as its return address;
+	 * anything else there means the frame's call is gone too. */
+	while (s->n && (s->f[s->n - 1].sp < sp || (s->f[s->n - 1].sp == sp && ret != b->tramp)))
+		s->n--;
+	if (s->n == s->cap) {
+		unsigned ncap = s->cap ? 2 * s->cap : 64;
+		struct frame *f = realloc(s->f, ncap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		s->f = f;
+		s->cap = ncap;
+	}
+	r = tp_proc_write(b->pid, sp, &b->tramp, sizeof(b->tramp));
+	if (r)
+		return r;
+	s->f[s->n++] = (struct frame){.sp = sp, .ret = ret, .func = func};
+	return 0;
+}
+
+/* The trampoline's int3: the return went through it with sp = frame sp + 8. */
+static int unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_stop *out)
+{
+	struct shadow *s = shadow_of(b, tid, false);
+
+	while (s && s->n && s->f[s->n - 1].sp < sp - 8)
+		s->n--;
+	if (!s || !s->n || s->f[s->n - 1].sp != sp - 8)
+		return -ENOENT;
+	s->n--;
+	if (out) {
+		out->func = s->f[s->n].func;
+		out->ret_addr = s->f[s->n].ret;
+		out->depth = s->n;
+	}
+	return tp_proc_set_pc(tid, s->f[s->n].ret);
+}
+
+int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs,
+	      struct tp_bp_stop *out)
+{
+	struct user_regs_struct own;
+	struct tp_bp_stop st = {0};
+	struct bp *bp;
+	uint64_t pc;
+	int r;
+
+	if (!regs) {
+		r = tp_proc_get_pc(tid, &pc);
+		if (r)
+			return r;
+		own.rip = pc;
+	} else {
+		own = *regs;
+	}
+	pc = own.rip;
+	if (bps->tramp && pc - 1 == bps->tramp) {
+		if (!regs && (r = tp_proc_get_regs(tid, &own)))
+			return r;
+		st.kind = TP_BP_STOP_RETURN;
+		st.rax = own.rax;
+		r = unhook_return(bps, tid, own.rsp, &st);
+		goto resume;
+	}
+	bp = find(bps, pc - 1);
+	if (!bp)
+		return 0;
+	bp->hits++;
+	st.kind = TP_BP_STOP_ENTRY;
+	st.func = bp->addr;
+	r = 0;
+	if (bp->ret) {
+		if (!regs)
+			r = tp_proc_get_regs(tid, &own);
+		if (!r)
+			r = hook_return(bps, tid, own.rsp, bp->addr);
+	}
+	if (!r)
+		r = tp_proc_set_pc(tid, bp->slot);
+resume:
+	if (out)
+		*out = st;
+	if (!r)
+		r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
+	return r ? r : 1;
+}
+
+int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *slot)
+{
+	struct bp *bp = find(bps, addr);
+
+	if (!bp)
+		return 0;
+	if (hits)
+		*hits = bp->hits;
+	if (slot)
+		*slot = bp->slot;
+	return 1;
+}
+
+/* The breakpoint whose slot holds @pc, or NULL. */
+static struct bp *in_slot(struct tp_bps *b, uint64_t pc)
+{
+	for (unsigned i = 0; i < b->cap; i++) {
+		struct bp *bp = &b->tab[i];
+
+		if (bp->addr && pc >= bp->slot && pc < bp->slot + SLOT_SIZE)
+			return bp;
+	}
+	return NULL;
+}
+
+static bool in_areas(struct tp_bps *b, uint64_t pc)
+{
+	for (unsigned i = 0; i < b->nareas; i++)
+		if (pc >= b->areas[i].base && pc < b->areas[i].base + AREA_SIZE)
+			return true;
+	return false;
+}
+
+/* Consume what the stopped tasks still have to report: an int3 of ours not yet seen is
+ * rewound so the instruction runs normally once the byte is restored. */
+static int drain(struct tp_bps *b)
+{
+	struct tp_event ev;
+	int r;
+
+	for (;;) {
+		r = tp_proc_wait(b->p, &ev);
+		if (r == -EDEADLK || r == -ECHILD)
+			return 0;
+		if (r)
+			return r;
+		if (ev.kind == TP_EV_BREAKPOINT) {
+			uint64_t pc;
+
+			if (!tp_proc_get_pc(ev.tid, &pc) && b->tramp && pc - 1 == b->tramp) {
+				struct user_regs_struct regs;
+
+				/* A return not reported: complete it (pc to the real return). */
+				r = tp_proc_get_regs(ev.tid, &regs);
+				if (!r)
+					r = unhook_return(b, ev.tid, regs.rsp, NULL);
+				if (r)
+					return r;
+				continue;
+			}
+			if (find(b, pc - 1)) {
+				r = tp_proc_set_pc(ev.tid, pc - 1);
+				if (r)
+					return r;
+				continue;
+			}
+		}
+		r = defer(b, &ev);
+		if (r)
+			return r;
+	}
+}
+
+/* Move task @tid out of the slots: back to the breakpoint when the displaced instruction
+ * has not started, else step until it has left (a relocated call is push + jmp). */
+static int leave_slot(struct tp_bps *b, pid_t tid)
+{
+	uint64_t pc;
+	int r, held = 0;
+
+	for (int i = 0; i < 8; i++) {
+		struct bp *bp;
+
+		r = tp_proc_get_pc(tid, &pc);
+		if (r)
+			return r;
+		if (!in_areas(b, pc)) {
+			/* A reported int3 stop never passed to tp_bp_hit().  Only certain when
+			 * addr + 1 is inside the instruction; a 1-byte one (push %rbp) is left
+			 * alone, since pc = addr + 1 is then also where its slot returns. */
+			bp = find(b, pc - 1);
+			if (bp && bp->len > 1)
+				return tp_proc_set_pc(tid, bp->addr);
+			break;
+		}
+		bp = in_slot(b, pc);
+		if (bp && pc == bp->slot)
+			return tp_proc_set_pc(tid, bp->addr);
+		r = step_one(b, tid, &held);
+		if (r)
+			return r;
+	}
+	if (held)
+		syscall(SYS_tgkill, b->pid, tid, held);
+	return in_areas(b, pc) ? -EIO : 0;
+}
+
+int tp_bp_remove_all(struct tp_bps *bps)
+{
+	pid_t tids[1024];
+	uint8_t back[TP_ARCH_MAX_INSN_LEN];
+	int r, n, err = 0;
+
+	r = tp_proc_stop_all(bps->p, 0);
+	if (r)
+		return r;
+	r = drain(bps);
+	if (r)
+		return r;
+	n = tp_proc_tasks(bps->p, tids, 1024);
+	for (int i = 0; i < n && i < 1024; i++) {
+		r = leave_slot(bps, tids[i]);
+		if (r && r != -ESRCH && !err)
+			err = r;
+	}
+	for (unsigned i = 0; i < bps->cap; i++) {
+		struct bp *bp = &bps->tab[i];
+
+		if (!bp->addr)
+			continue;
+		r = tp_proc_write(bps->pid, bp->addr, bp->orig, 1);
+		if (!r && (tp_proc_read(bps->pid, bp->addr, back, bp->len) != bp->len ||
+			   memcmp(back, bp->orig, bp->len)))
+			r = -EIO;
+		if (r && !err)
+			err = r;
+		bp->addr = 0;
+	}
+	bps->n = 0;
+	/* Return addresses the trampoline took are given back on the stacks. */
+	for (unsigned i = 0; i < bps->nsh; i++) {
+		struct shadow *s = &bps->sh[i];
+
+		for (unsigned k = 0; k < s->n; k++) {
+			uint64_t v;
+
+			if (tp_proc_read(bps->pid, s->f[k].sp, &v, sizeof(v)) != sizeof(v) ||
+			    v != bps->tramp)
+				continue; /* unwound frame: the slot holds something else now */
+			r = tp_proc_write(bps->pid, s->f[k].sp, &s->f[k].ret, sizeof(v));
+			if (r && !err)
+				err = r;
+		}
+		s->n = 0;
+	}
+	bps->tramp = 0;
+	/* Nothing runs in the areas any more: give the address space back. */
+	for (unsigned i = 0; i < bps->nareas && n > 0; i++) {
+		uint64_t args[6] = {bps->areas[i].base, AREA_SIZE};
+		int64_t ret;
+
+		r = tp_bp_inject_syscall(bps, tids[0], SYS_munmap, args, &ret);
+		if (!r && ret)
+			r = (int)ret;
+		if (r && !err)
+			err = r;
+	}
+	bps->nareas = 0;
+	return err;
+}

@@ -1,0 +1,88 @@
+/* Software breakpoints for the ptrace engine: int3 at the breakpoint, the displaced
+ * instruction relocated into an SSOL ("single-step out of line") slot of an area mmap'd in
+ * the tracee, so a hit costs one ptrace stop and breakpoints never leave the text while
+ * threads run.  Also syscall injection into a stopped tracee, which maps those areas. */
+#ifndef TP_BP_BP_H
+#define TP_BP_BP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "proc/proc.h"
+
+/* The breakpoints of one traced process (thread group) of a struct tp_proc. */
+struct tp_bps;
+
+struct tp_bps *tp_bps_new(struct tp_proc *p, pid_t pid);
+/* Frees the bookkeeping only; call tp_bp_remove_all() first to take the int3s out. */
+void tp_bps_free(struct tp_bps *bps);
+
+/* Wait for the next event: events of other tasks that arrived while this module waited for
+ * one task (injection, stepping) first, then tp_proc_wait().  Use it instead of
+ * tp_proc_wait() while breakpoints are in use. */
+int tp_bp_wait(struct tp_bps *bps, struct tp_event *ev);
+
+/* Run syscall @nr with @args inside stopped task @tid and return its raw result (-errno on
+ * failure of the syscall) in *@ret.  The "syscall" instruction is written over the
+ * program's entry point (AT_ENTRY, never run again once the program started) and
+ * single-stepped; bytes and registers are restored, including a pending syscall restart.
+ * A signal arriving meanwhile is re-sent to @tid afterwards (its siginfo is lost).
+ * @tid stays stopped, but as after a reported stop (tp_proc_resume_all() no longer counts it
+ * as held): resume it with tp_proc_resume().  Returns 0 or -errno (-ESRCH: @tid died). */
+int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t args[6],
+			 int64_t *ret);
+
+/* Flags of tp_bp_insert(). */
+#define TP_BP_RETURN 0x01 /* @addr is a function entry: also stop when the call returns */
+
+/* Plant an int3 at @addr, the first byte of an instruction.  Maps an SSOL area within
+ * +-2 GiB of @addr if none is there yet (by injection into stopped task @tid).  Other
+ * threads may run.  With TP_BP_RETURN, each hit replaces the return address at [rsp] with a
+ * shared return trampoline (an int3 in the SSOL area) and keeps the real one on the
+ * thread's shadow stack; the trampoline's stop restores pc to it.  Returns 0, -EEXIST,
+ * -ENOTSUP (an instruction tp_arch_relocate() refuses: syscall, int3, ...; none is
+ * emulated and there is no stop-the-world stepping fallback yet), -ENOMEM (no free space
+ * near @addr), -EINVAL (not an instruction), or -errno.
+ * Return hooking shows the trampoline as the return address to stack walkers: a C++
+ * exception unwinding through a hooked frame would not find its caller. */
+int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags);
+
+enum tp_bp_stop_kind {
+	TP_BP_STOP_ENTRY = 1, /* the int3 at a breakpoint */
+	TP_BP_STOP_RETURN,    /* a TP_BP_RETURN function returned through the trampoline */
+};
+
+struct tp_bp_stop {
+	enum tp_bp_stop_kind kind;
+	uint64_t func;	   /* the breakpoint (the function's entry) */
+	uint64_t ret_addr; /* RETURN: where the call returns to */
+	uint64_t rax;	   /* RETURN: the return value */
+	unsigned depth;	   /* RETURN: hooked calls of the thread still in flight */
+};
+
+/* After a TP_EV_BREAKPOINT of @tid (pc = addr + 1; @regs may be NULL to read them here):
+ * when the int3 is ours, describe it in *@out (may be NULL), move pc to its slot (or to the
+ * real return address), resume the task and return 1; 0 when it is not ours (pass SIGTRAP
+ * on); -errno on failure (-ENOENT: a return with no shadow frame, task left stopped).
+ * Shadow frames of calls unwound without returning (longjmp) are dropped when a later
+ * entry or return of the thread finds a stack pointer above them. */
+int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs,
+	      struct tp_bp_stop *out);
+/* Is there a breakpoint at @addr: 1 with its hit count and slot address (either may be
+ * NULL), 0 when none. */
+int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *slot);
+
+/* Take every breakpoint out, for detaching.  Stops every task and consumes what they have
+ * left to report: an int3 hit not yet seen is rewound to its address, a trampoline hit is
+ * completed (pc to the real return), other events are kept for tp_bp_wait().  A task in a
+ * slot is moved back to the breakpoint address (slot start) or single-stepped out of it.
+ * A reported int3 stop that was not given to tp_bp_hit() is rewound too, except at a 1-byte
+ * instruction (push %rbp), where pc = addr + 1 is also where the slot returns: pass every
+ * reported hit to tp_bp_hit() first.  Then restores and reads back every original byte,
+ * writes back every return address the trampoline holds, and unmaps the areas.  Leaves
+ * every task stopped: tp_proc_detach() next.  Returns 0, -EIO when a byte did not read back
+ * as the original, or -errno. */
+int tp_bp_remove_all(struct tp_bps *bps);
+
+#endif
