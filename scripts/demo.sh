@@ -13,5 +13,5 @@ echo
 echo "== tracepad count --engine ptrace --start sieve --by mnemonic --top 10 -- $demo"
 "$tp" count --engine ptrace --start sieve --by mnemonic --top 10 -- "$demo"
 echo
-echo "== tracepad count --by function --top 8 -- /bin/true   (whole program, both engines agree)"
+echo "== tracepad count --by function --top 8 -- /bin/true   (whole program; the start-up is stepped by ptrace)"
 "$tp" count --by function --top 8 -- /bin/true
