@@ -1,6 +1,7 @@
 /* tracepad markers: the static tracepoints of <tracepad/tracepoint.h>: list the sites of a
- * program at rest (its .note.tracepad) or of a live process with their state, and enable or
- * disable them in a live process over ptrace (until the agent has a control channel). */
+ * program at rest (its .note.tracepad) or of a live process with their state, enable or
+ * disable them in a live process over ptrace (until the agent has a control channel), and
+ * record a launched program's events into a trace through libtracepad's rings. */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -9,16 +10,19 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "arch/arch.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "proc/proc.h"
+#include "trace/trace.h"
 
 #define NOTE_OWNER "tracepad"
 #define NOTE_TYPE_SITE 1
@@ -35,13 +39,17 @@ static const char usage_text[] =
     "usage: tracepad markers list [-p PID | PROGRAM...]\n"
     "       tracepad markers enable -p PID GLOB\n"
     "       tracepad markers disable -p PID GLOB\n"
+    "       tracepad markers record [-e GLOB] --trace DIR -- PROGRAM [ARGS...]\n"
     "\n"
     "List the static tracepoints (<tracepad/tracepoint.h>) of programs or libraries at rest,\n"
     "or of a running process with the state of each site; enable or disable the points whose\n"
-    "name matches GLOB (fnmatch, comma-separated alternatives) in a running process.\n"
+    "name matches GLOB (fnmatch, comma-separated alternatives) in a running process; record\n"
+    "the events of a launched program's points into a trace directory.\n"
     "\n"
-    "  -p, --pid PID   the running process (list: every object it has mapped)\n"
-    "  -h, --help      show this help\n";
+    "  -p, --pid PID     the running process (list: every object it has mapped)\n"
+    "  -e, --enable GLOB record: the points enabled from the start (default: all)\n"
+    "  -t, --trace DIR   record: the trace directory to create\n"
+    "  -h, --help        show this help\n";
 
 struct site {
 	const char *object;	     /* owned by the site list */
@@ -627,14 +635,391 @@ out:
 	return ret;
 }
 
+/* ---- record ---- */
+
+#define MAX_ARGS 8 /* TP_MAX_ARGS */
+
+/* The fields of a class, by the rules of libtracepad's tp_markers_fields (src/markers/
+ * record.c), which encodes the payloads: "fmt" u32, then a0..a7; integers by size and sign,
+ * pointers as hex u64, doubles as their IEEE-754 bits in a hex u64 named "aN_f64bits",
+ * strings as strings.
+ * (<tracepad/tracepoint.h> cannot be included here: it registers the including program's
+ * sites with libtracepad.)  Returns the number of fields or -EINVAL. */
+static int record_fields(const char *types, struct tp_trace_field_desc out[1 + MAX_ARGS])
+{
+	static const char *const names[MAX_ARGS] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"};
+	static const char *const dbl_names[MAX_ARGS] = {"a0_f64bits", "a1_f64bits", "a2_f64bits",
+							"a3_f64bits", "a4_f64bits", "a5_f64bits",
+							"a6_f64bits", "a7_f64bits"};
+	size_t n = strlen(types);
+
+	if (n > MAX_ARGS)
+		return -EINVAL;
+	memset(out, 0, sizeof(out[0]) * (n + 1));
+	out[0] = (struct tp_trace_field_desc){.name = "fmt", .type = TP_TRACE_INT, .bits = 32};
+	for (size_t i = 0; i < n; i++) {
+		static const char codes[] = "bBhHiIlLpd";
+		static const uint8_t bits[] = {8, 8, 16, 16, 32, 32, 64, 64, 64, 64};
+		const char *c = strchr(codes, types[i]);
+		struct tp_trace_field_desc *f = &out[i + 1];
+
+		f->name = types[i] == 'd' ? dbl_names[i] : names[i];
+		if (types[i] == 's') {
+			f->type = TP_TRACE_STRING;
+			continue;
+		}
+		if (!c)
+			return -EINVAL;
+		f->type = TP_TRACE_INT;
+		f->bits = bits[c - codes];
+		f->is_signed = strchr("bhil", types[i]) != NULL;
+		f->base = types[i] == 'p' || types[i] == 'd' ? 16 : 10;
+	}
+	return (int)n + 1;
+}
+
+/* One event class per distinct (point name, argument types): the key the runtime finds in
+ * TRACEPAD_MARKERS_CLASSES.  Sites of a point with the same types but other formats share
+ * the class; their "fmt" field (FNV-1a of the format) tells them apart. */
+struct rec_class {
+	const char *name, *types; /* borrowed from the site list */
+	char *cname;
+};
+
+static bool class_name_ok(const char *n)
+{
+	if (!((*n >= 'A' && *n <= 'Z') || (*n >= 'a' && *n <= 'z')))
+		return false;
+	for (; *n; n++)
+		if (!(*n == '_' || (*n >= '0' && *n <= '9') || (*n >= 'A' && *n <= 'Z') ||
+		      (*n >= 'a' && *n <= 'z')))
+			return false;
+	return strlen(n) <= TP_TRACE_NAME_MAX;
+}
+
+/* Register the classes of @s with @w in note order (ids from 0) and build the value of
+ * TRACEPAD_MARKERS_CLASSES: "name:types=id,...". */
+static int record_classes(struct tp_trace_writer *w, const struct sites *s, char **env)
+{
+	struct rec_class *cls = calloc(s->n ? s->n : 1, sizeof(*cls));
+	size_t n = 0, len = 0;
+	char *out = NULL;
+	int err = 0;
+
+	if (!cls)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct site *st = &s->v[i];
+		bool seen = false;
+
+		if (!st->name || !st->types || strlen(st->types) > MAX_ARGS)
+			continue;
+		for (size_t k = 0; k < n && !seen; k++)
+			seen = !strcmp(cls[k].name, st->name) && !strcmp(cls[k].types, st->types);
+		if (!seen)
+			cls[n++] = (struct rec_class){st->name, st->types, NULL};
+	}
+	for (size_t k = 0; k < n; k++) {
+		struct tp_trace_field_desc f[1 + MAX_ARGS];
+		bool alone = true;
+		int nf;
+
+		for (size_t j = 0; j < n; j++)
+			if (j != k && !strcmp(cls[j].name, cls[k].name))
+				alone = false;
+		/* A point with one signature is named as itself; otherwise per signature. */
+		if (asprintf(&cls[k].cname, alone ? "%s%s%s" : "%s%s_%s",
+			     class_name_ok(cls[k].name) ? "" : "tp_", cls[k].name,
+			     alone ? "" : (*cls[k].types ? cls[k].types : "v")) < 0) {
+			cls[k].cname = NULL;
+			err = -ENOMEM;
+			goto out;
+		}
+		if (!class_name_ok(cls[k].cname)) {
+			tp_cli_error("markers",
+				     "record: point name '%s' cannot name an event class",
+				     cls[k].name);
+			err = -EINVAL;
+			goto out;
+		}
+		if ((nf = record_fields(cls[k].types, f)) < 0) {
+			tp_cli_error("markers", "record: point %s: unknown argument types '%s'",
+				     cls[k].name, cls[k].types);
+			err = nf;
+			goto out;
+		}
+		int id = tp_trace_writer_add_class(w, cls[k].cname, f, (size_t)nf);
+		if (id < 0) {
+			tp_cli_error("markers", "record: event class %s: %s", cls[k].cname,
+				     strerror(-id));
+			err = id;
+			goto out;
+		}
+		size_t need = strlen(cls[k].name) + strlen(cls[k].types) + 16;
+		char *o = realloc(out, len + need);
+		if (!o) {
+			err = -ENOMEM;
+			goto out;
+		}
+		out = o;
+		len += (size_t)snprintf(out + len, need, "%s%s:%s=%d", len ? "," : "", cls[k].name,
+					cls[k].types, id);
+	}
+	if (!out && !(out = strdup("")))
+		err = -ENOMEM;
+out:
+	for (size_t k = 0; k < n; k++)
+		free(cls[k].cname);
+	free(cls);
+	if (err) {
+		free(out);
+		return err;
+	}
+	*env = out;
+	return 0;
+}
+
+/* @prog as execvp would find it, for reading its notes. */
+static char *find_program(const char *prog)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(prog, '/') || !path)
+		return strdup(prog);
+	for (const char *p = path; *p;) {
+		size_t len = strcspn(p, ":");
+		char *full;
+
+		if (asprintf(&full, "%.*s/%s", (int)len, len ? p : ".", prog) < 0)
+			return NULL;
+		if (!access(full, X_OK))
+			return full;
+		free(full);
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return strdup(prog);
+}
+
+/* The first existing file named @name in the colon-separated directories of @dirs ($ORIGIN is
+ * @origin), or NULL. */
+static char *lib_search(const char *name, const char *dirs, const char *origin)
+{
+	for (const char *p = dirs; p && *p;) {
+		size_t len = strcspn(p, ":");
+		char *full;
+		int r;
+
+		if (len >= 7 && !strncmp(p, "$ORIGIN", 7))
+			r = asprintf(&full, "%s%.*s/%s", origin, (int)(len - 7), p + 7, name);
+		else
+			r = asprintf(&full, "%.*s/%s", (int)len, len ? p : ".", name);
+		if (r < 0)
+			return NULL;
+		if (!access(full, R_OK))
+			return full;
+		free(full);
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return NULL;
+}
+
+/* Add the sites of the libraries @path needs directly (DT_NEEDED), found as the loader
+ * would in the common cases: LD_LIBRARY_PATH, DT_RUNPATH or DT_RPATH, then the system's
+ * directories (/etc/ld.so.cache is not read).  Libraries not found are skipped. */
+static void read_needed(struct sites *out, const char *path)
+{
+	static const char sysdirs[] = "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:"
+				      "/lib64:/usr/lib64:/lib:/usr/lib:/usr/local/lib";
+	char **needed = NULL, *origin = strdup(path), *slash;
+	const char *runpath = NULL;
+	size_t n = 0;
+	Elf_Scn *scn = NULL;
+	Elf *e = NULL;
+	int fd;
+
+	if (!origin)
+		return;
+	slash = strrchr(origin, '/');
+	if (slash)
+		*slash = 0;
+	else
+		strcpy(origin, ".");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !(e = elf_begin(fd, ELF_C_READ, NULL)))
+		goto out;
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		GElf_Dyn dyn;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (int i = 0; gelf_getdyn(d, i, &dyn) && dyn.d_tag != DT_NULL; i++) {
+			const char *s = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
+			char **v;
+
+			if (!s)
+				continue;
+			if (dyn.d_tag == DT_RUNPATH || (dyn.d_tag == DT_RPATH && !runpath)) {
+				runpath = s;
+			} else if (dyn.d_tag == DT_NEEDED &&
+				   (v = realloc(needed, (n + 1) * sizeof(*v)))) {
+				needed = v;
+				needed[n++] = (char *)s;
+			}
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *lib = strchr(needed[i], '/') ? strdup(needed[i]) : NULL;
+		bool is_elf;
+
+		if (!lib)
+			lib = lib_search(needed[i], getenv("LD_LIBRARY_PATH"), origin);
+		if (!lib)
+			lib = lib_search(needed[i], runpath, origin);
+		if (!lib)
+			lib = lib_search(needed[i], sysdirs, origin);
+		if (lib)
+			read_notes(out, lib, 0, &is_elf);
+		free(lib);
+	}
+out:
+	free(needed);
+	if (e)
+		elf_end(e);
+	if (fd >= 0)
+		close(fd);
+	free(origin);
+}
+
+static volatile sig_atomic_t record_child;
+
+/* tracepad stays alive to flush the trace: an interrupt is passed on to the program. */
+static void record_forward(int sig)
+{
+	if (record_child > 0)
+		kill(record_child, sig);
+}
+
+static int do_record(const char *glob, const char *dir, char **argv)
+{
+	struct tp_trace_opts topts = {.clock = tp_trace_clock_best()};
+	struct tp_trace_ring_opts ropts = {
+	    .nr_rings = 64,
+	    .flags = TP_TRACE_NO_LOSS,
+	    .wait_ns = 1000000000ull, /* a stalled tracepad must not hang the program */
+	};
+	struct tp_trace_consumer *cons = NULL;
+	struct tp_trace_writer *w = NULL;
+	struct sigaction sa = {.sa_handler = record_forward}, old_int, old_term;
+	struct sites s = {0};
+	char *path, *classes = NULL;
+	bool is_elf;
+	int err, ret = 2, st = 0, fd;
+	pid_t pid;
+
+	if (!(path = find_program(argv[0])))
+		return 2;
+	err = read_notes(&s, path, 0, &is_elf);
+	if (err < 0) {
+		tp_cli_error("markers", "record: %s: %s", path,
+			     err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+		goto out;
+	}
+	read_needed(&s, path);
+	if (!s.n)
+		fprintf(stderr, "tracepad markers: %s: no tracepoints\n", path);
+	if ((err = tp_trace_writer_new(dir, &topts, &w))) {
+		tp_cli_error("markers", "record: --trace %s: %s", dir, strerror(-err));
+		goto out;
+	}
+	if (record_classes(w, &s, &classes))
+		goto out;
+	if ((err = tp_trace_writer_sync(w)) || (err = tp_trace_consumer_new(w, &ropts, &cons))) {
+		tp_cli_error("markers", "record: --trace %s: %s", dir, strerror(-err));
+		goto out;
+	}
+	fd = tp_trace_consumer_fd(cons);
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		tp_cli_error("markers", "record: fork: %s", strerror(errno));
+		goto out;
+	}
+	if (!pid) {
+		char fd_s[16];
+
+		snprintf(fd_s, sizeof(fd_s), "%d", fd);
+		/* the memfd is close-on-exec: the program gets it through exec */
+		fcntl(fd, F_SETFD, 0);
+		if (setenv("TRACEPAD_MARKERS_FD", fd_s, 1) ||
+		    setenv("TRACEPAD_MARKERS_CLASSES", classes, 1) ||
+		    setenv("TRACEPAD_MARKERS", glob, 1))
+			_exit(127);
+		execvp(argv[0], argv);
+		fprintf(stderr, "tracepad markers: record: %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	record_child = pid;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			tp_cli_error("markers", "record: waitpid: %s", strerror(errno));
+			break;
+		}
+		if (r)
+			break;
+		tp_trace_consumer_poll(cons);
+		usleep(20000);
+	}
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	record_child = 0;
+	/* everything committed reaches the trace, even if the program was killed */
+	err = tp_trace_consumer_flush(cons);
+	tp_trace_consumer_free(cons);
+	cons = NULL;
+	int cerr = tp_trace_writer_close(w);
+	w = NULL;
+	if (err < 0 || cerr < 0) {
+		tp_cli_error("markers", "record: --trace %s: %s", dir,
+			     strerror(-(err < 0 ? err : cerr)));
+		goto out;
+	}
+	if (WIFEXITED(st))
+		ret = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		ret = 128 + WTERMSIG(st);
+out:
+	tp_trace_consumer_free(cons);
+	tp_trace_writer_free(w);
+	free(classes);
+	free(path);
+	sites_free(&s);
+	return ret;
+}
+
 int cmd_markers(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
+	    {"enable", required_argument, NULL, 'e'},
+	    {"trace", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *sub;
+	const char *sub, *glob = NULL, *dir = NULL;
 	pid_t pid = 0;
 	char *end;
 	int c;
@@ -648,15 +1033,23 @@ int cmd_markers(int argc, char **argv)
 		return 2;
 	}
 	sub = argv[1];
-	if (strcmp(sub, "list") && strcmp(sub, "enable") && strcmp(sub, "disable")) {
-		tp_cli_error("markers", "unknown subcommand '%s' (list, enable, disable)", sub);
+	if (strcmp(sub, "list") && strcmp(sub, "enable") && strcmp(sub, "disable") &&
+	    strcmp(sub, "record")) {
+		tp_cli_error("markers", "unknown subcommand '%s' (list, enable, disable, record)",
+			     sub);
 		return 2;
 	}
 	argc--;
 	argv++;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+p:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:e:t:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'e':
+			glob = optarg;
+			break;
+		case 't':
+			dir = optarg;
+			break;
 		case 'p': {
 			long v = strtol(optarg, &end, 10);
 
@@ -676,6 +1069,29 @@ int cmd_markers(int argc, char **argv)
 		}
 	}
 	elf_version(EV_CURRENT);
+	if ((glob || dir) && strcmp(sub, "record")) {
+		tp_cli_error("markers", "%s: -e and --trace belong to record", sub);
+		return 2;
+	}
+	if (!strcmp(sub, "record")) {
+		if (pid) {
+			tp_cli_error("markers", "record: -p PID is not supported; give a PROGRAM");
+			return 2;
+		}
+		if (!dir) {
+			tp_cli_error("markers", "record: --trace DIR is required");
+			return 2;
+		}
+		if (optind >= argc) {
+			tp_cli_error("markers", "record: give a PROGRAM to launch");
+			return 2;
+		}
+		if (glob && !*glob) {
+			tp_cli_error("markers", "record: -e: empty GLOB");
+			return 2;
+		}
+		return do_record(glob ? glob : "*", dir, argv + optind);
+	}
 	if (!strcmp(sub, "list")) {
 		if (pid && optind < argc) {
 			tp_cli_error("markers", "give either -p PID or programs, not both");

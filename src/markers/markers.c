@@ -1,10 +1,12 @@
 /* libtracepad: the runtime of <tracepad/tracepoint.h>.  Keeps the sites of every loaded object,
  * enables and disables points by patching their sites, and delivers events to a consumer
- * (by default: formatted lines on stderr). */
+ * (by default: formatted lines on stderr; under `tracepad markers record`: binary events in
+ * the trace store's shared-memory rings). */
 #include <tracepad/tracepoint.h>
 
 #include "arch/arch.h"
 #include "patch.h"
+#include "record.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -39,6 +41,26 @@ struct consumer {
 /* Runtime-private bit of tp_point.flags: the point's first site was registered. */
 #define POINT_F_SEEN 0x80000000u
 static struct consumer *_Atomic consumer;
+
+/* `tracepad markers record` (see docs/tracepad-markers.1): TRACEPAD_MARKERS_FD is the memfd
+ * of its rings, TRACEPAD_MARKERS_CLASSES maps "point:types" keys to event class ids as
+ * "name:types=id,..." (tracepad built the classes from the same .note.tracepad). */
+static struct tp_trace_shm ring_shm;
+static bool ring_on;
+static pthread_key_t ring_key;
+static char *env_classes;
+/* Per thread: 0 no ring yet, 1 producer claimed, -1 none (rings full, exited, or a forked
+ * child, which must not write into its parent's ring). */
+static __thread struct tp_trace_producer ring_prod;
+static __thread int ring_state;
+
+/* desc -> class id, filled at registration (under the lock), read lock-free when firing. */
+#define CLASS_SLOTS 4096
+struct class_slot {
+	const struct tp_site_desc *_Atomic desc;
+	uint32_t id, fmt_id;
+};
+static struct class_slot class_map[CLASS_SLOTS];
 
 static int site_set(struct tp_site *s, bool on)
 {
@@ -207,6 +229,135 @@ TP_PUBLIC int tp_sites_foreach(int (*fn)(const struct tp_site *site, void *ctx),
 	return ret;
 }
 
+/* FNV-1a: the "fmt" field of a recorded event identifies its site's format string. */
+static uint32_t fmt_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static size_t class_slot_of(const struct tp_site_desc *desc)
+{
+	return ((uintptr_t)desc >> 3) * 0x9e3779b97f4a7c15ull >> 52; /* 12 bits */
+}
+
+/* The class id of @desc in TRACEPAD_MARKERS_CLASSES, or -1 if tracepad did not describe it
+ * (a library it did not read). */
+static long class_lookup_env(const struct tp_site_desc *desc)
+{
+	const char *name = desc->point->name, *types = desc->types ? desc->types : "";
+	size_t nl = strlen(name), tl = strlen(types);
+
+	for (const char *p = env_classes; p && *p;) {
+		const char *end = strchr(p, ',');
+		if (!strncmp(p, name, nl) && p[nl] == ':' && !strncmp(p + nl + 1, types, tl) &&
+		    p[nl + 1 + tl] == '=')
+			return strtol(p + nl + 2 + tl, NULL, 10);
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return -1;
+}
+
+static void class_add_locked(const struct tp_site_desc *desc)
+{
+	size_t i = class_slot_of(desc);
+
+	for (size_t n = 0; n < CLASS_SLOTS; n++, i = (i + 1) % CLASS_SLOTS) {
+		struct class_slot *c = &class_map[i];
+		const struct tp_site_desc *d = atomic_load_explicit(&c->desc, memory_order_relaxed);
+
+		if (d == desc)
+			return;
+		if (d)
+			continue;
+		long id = class_lookup_env(desc);
+		if (id < 0 || id > 65535)
+			return;
+		c->id = (uint32_t)id;
+		c->fmt_id = fmt_hash(desc->fmt);
+		atomic_store_explicit(&c->desc, desc, memory_order_release);
+		return;
+	}
+}
+
+static const struct class_slot *class_find(const struct tp_site_desc *desc)
+{
+	size_t i = class_slot_of(desc);
+
+	for (size_t n = 0; n < CLASS_SLOTS; n++, i = (i + 1) % CLASS_SLOTS) {
+		const struct class_slot *c = &class_map[i];
+		const struct tp_site_desc *d = atomic_load_explicit(&c->desc, memory_order_acquire);
+
+		if (d == desc)
+			return c;
+		if (!d)
+			return NULL;
+	}
+	return NULL;
+}
+
+static void ring_thread_exit(void *arg)
+{
+	tp_trace_producer_fini(arg);
+	ring_state = -1;
+}
+
+static void ring_atfork_child(void)
+{
+	ring_state = -1;
+}
+
+/* Under the lock, once, before the first object is registered. */
+static void ring_init_locked(void)
+{
+	const char *fd_s = getenv("TRACEPAD_MARKERS_FD");
+	const char *cls = getenv("TRACEPAD_MARKERS_CLASSES");
+	char *end;
+	long fd;
+
+	if (!fd_s || !*fd_s)
+		return;
+	fd = strtol(fd_s, &end, 10);
+	if (*end || fd < 0 || fd > __INT_MAX__ || !cls)
+		return;
+	env_classes = strdup(cls);
+	if (!env_classes || pthread_key_create(&ring_key, ring_thread_exit))
+		return;
+	if (tp_trace_shm_attach(&ring_shm, (int)fd))
+		return;
+	pthread_atfork(NULL, NULL, ring_atfork_child);
+	ring_on = true;
+}
+
+/* Record an event into the calling thread's ring; dropped when its site has no class. */
+static void ring_event(const struct tp_site_desc *desc, const union tp_arg *args)
+{
+	const struct class_slot *c = class_find(desc);
+	uint8_t *p;
+
+	if (!c || ring_state < 0)
+		return;
+	if (!ring_state) {
+		if (tp_trace_shm_producer_init(&ring_shm, &ring_prod)) {
+			ring_state = -1;
+			return;
+		}
+		ring_state = 1;
+		pthread_setspecific(ring_key, &ring_prod);
+	}
+	size_t size = tp_markers_record_size(desc, args);
+	p = tp_trace_reserve(&ring_prod, (uint16_t)c->id, (uint32_t)size);
+	if (!p)
+		return;
+	tp_markers_encode(desc, c->fmt_id, args, p, size);
+	tp_trace_commit(&ring_prod);
+}
+
 TP_PUBLIC void tp__sites_register(struct tp_site *start, struct tp_site *stop)
 {
 	struct object *o;
@@ -227,6 +378,7 @@ TP_PUBLIC void tp__sites_register(struct tp_site *start, struct tp_site *stop)
 		env_read = true;
 		if (e && *e)
 			env_globs = strdup(e);
+		ring_init_locked();
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o)
@@ -248,6 +400,10 @@ TP_PUBLIC void tp__sites_register(struct tp_site *start, struct tp_site *stop)
 		if (env_globs && pt->name && glob_match(env_globs, pt->name))
 			pt->flags |= TP_POINT_F_ENABLED;
 	}
+	if (ring_on)
+		for (struct tp_site *s = start; s < stop; s++)
+			if (s->desc && s->desc->point->name)
+				class_add_locked(s->desc);
 	for (struct tp_site *s = start; s < stop; s++)
 		if (s->desc && (s->desc->point->flags & TP_POINT_F_ENABLED))
 			site_set(s, true);
@@ -483,6 +639,8 @@ TP_PUBLIC void tp__fire(const struct tp_site_desc *desc, const union tp_arg *arg
 
 	if (c)
 		c->fn(desc, args, c->ctx);
+	else if (ring_on)
+		ring_event(desc, args);
 	else
 		print_event(desc, args);
 }

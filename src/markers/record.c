@@ -6,6 +6,10 @@
 #include <string.h>
 
 static const char *const arg_names[TP_MAX_ARGS] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"};
+/* A double travels as its bits: the name says so, since readers show an integer. */
+static const char *const dbl_names[TP_MAX_ARGS] = {"a0_f64bits", "a1_f64bits", "a2_f64bits",
+						   "a3_f64bits", "a4_f64bits", "a5_f64bits",
+						   "a6_f64bits", "a7_f64bits"};
 
 static int int_bytes(char t)
 {
@@ -42,7 +46,7 @@ int tp_markers_fields(const struct tp_site_desc *desc,
 		struct tp_trace_field_desc *f = &out[i + 1];
 		char t = desc->types[i];
 
-		f->name = arg_names[i];
+		f->name = t == TP_ARG_DOUBLE ? dbl_names[i] : arg_names[i];
 		if (t == TP_ARG_STR) {
 			f->type = TP_TRACE_STRING;
 			continue;

@@ -1,6 +1,6 @@
-/* The binary form of a marker event, for the trace store's rings (phase 2 plugs it into
- * tp_trace_shm_* producers): a u32 format id, then each argument in the trace store's
- * payload layout (little-endian, unaligned; strings NUL-terminated). */
+/* The binary form of a marker event, for the trace store's rings (markers.c writes it under
+ * `tracepad markers record`): a u32 format id (FNV-1a of the format string), then each argument in
+ * the trace store's payload layout (little-endian, unaligned; strings NUL-terminated). */
 #ifndef TP_MARKERS_RECORD_H
 #define TP_MARKERS_RECORD_H
 
@@ -12,12 +12,13 @@
 
 /* Longest string argument kept in a record (the rest is cut). */
 #define TP_MARKERS_STR_MAX 256
-/* Field names of a record: "fmt", then "a0".."a7". */
+/* Field names of a record: "fmt", then "a0".."a7" ("aN_f64bits" for a double). */
 #define TP_MARKERS_MAX_FIELDS (1 + TP_MAX_ARGS)
 
 /* The event class fields of a site's records, for tp_trace_schema_add().  Doubles are
- * carried as their IEEE-754 bits in a 64-bit hex integer (the trace store has no float
- * field yet).  Returns the number of fields or -EINVAL for an unknown type code. */
+ * carried as their IEEE-754 bits in a 64-bit hex integer named "aN_f64bits" (the trace store
+ * has no float field yet).  `tracepad markers record` (src/cli/cmd-markers.c) repeats these
+ * rules.  Returns the number of fields or -EINVAL for an unknown type code. */
 int tp_markers_fields(const struct tp_site_desc *desc,
 		      struct tp_trace_field_desc out[TP_MARKERS_MAX_FIELDS]);
 
