@@ -1,7 +1,6 @@
 /* tracepad report: a summary of a trace: events per class, discarded events per stream, the
  * time span and the rate.  Each stream is read on its own (the reader over that stream's
  * file alone) so that discards are attributed to the stream whose packets record them. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -29,7 +28,6 @@ static const char usage_text[] =
     "  -h, --help      show this help\n";
 
 /* As large as the reader accepts. */
-#define MAX_METADATA (64u << 20)
 
 struct rstream {
 	char *file;
@@ -63,79 +61,26 @@ static void on_sigbus(int sig)
 	_exit(2);
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-	return strverscmp((*(const struct rstream *)a).file, (*(const struct rstream *)b).file);
-}
-
-/* The stream files, as tp_trace_reader_open lists them: the regular files other than the
- * metadata whose name does not start with a dot, in version order. */
+/* The stream files, exactly as tp_trace_reader_open lists them. */
 static int list_streams(struct report *rp, int dirfd)
 {
-	DIR *d = fdopendir(dup(dirfd));
-	struct dirent *de;
-	int err = 0;
+	char **names;
+	size_t n;
+	int err = tp_trace_dir_streams(dirfd, &names, &n);
 
-	if (!d)
-		return -errno;
-	while ((de = readdir(d))) {
-		struct rstream *ns;
-		struct stat st;
-
-		if (de->d_name[0] == '.' || !strcmp(de->d_name, "metadata"))
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
-			continue;
-		ns = realloc(rp->st, (rp->nr_st + 1) * sizeof(*ns));
-		if (!ns) {
-			err = -ENOMEM;
-			break;
-		}
-		rp->st = ns;
-		ns[rp->nr_st] = (struct rstream){.file = strdup(de->d_name)};
-		if (!ns[rp->nr_st].file) {
-			err = -ENOMEM;
-			break;
-		}
-		rp->nr_st++;
-	}
-	closedir(d);
-	if (rp->nr_st)
-		qsort(rp->st, rp->nr_st, sizeof(*rp->st), cmp_names);
-	return err;
-}
-
-static int read_metadata(int dirfd, char **out, size_t *len)
-{
-	int fd = openat(dirfd, "metadata", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	size_t done = 0;
-	char *buf;
-
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > MAX_METADATA) {
-		close(fd);
-		return -EINVAL;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
+	if (err)
+		return err;
+	rp->st = calloc(n ? n : 1, sizeof(*rp->st));
+	if (!rp->st) {
+		while (n--)
+			free(names[n]);
+		free(names);
 		return -ENOMEM;
 	}
-	while (done < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + done, (size_t)st.st_size - done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		done += (size_t)n;
-	}
-	close(fd);
-	buf[done] = 0;
-	*out = buf;
-	*len = done;
+	for (size_t i = 0; i < n; i++)
+		rp->st[i].file = names[i];
+	rp->nr_st = n;
+	free(names);
 	return 0;
 }
 
@@ -366,7 +311,7 @@ int cmd_report(int argc, char **argv)
 	n = tp_trace_reader_nr_streams(t.r);
 	tp_cli_trace_close(&t);
 	dirfd = open(rp.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	err = dirfd < 0 ? -errno : read_metadata(dirfd, &meta, &mlen);
+	err = dirfd < 0 ? -errno : tp_trace_dir_metadata(dirfd, &meta, &mlen);
 	if (!err)
 		err = list_streams(&rp, dirfd);
 	if (!err && rp.nr_st != n) {

@@ -486,7 +486,7 @@ int tp_trace_reader_open_mem(const char *metadata, size_t len,
 	return 0;
 }
 
-static int read_metadata(int dirfd, char **out, size_t *len)
+int tp_trace_dir_metadata(int dirfd, char **out, size_t *len)
 {
 	struct stat st;
 	size_t done = 0;
@@ -527,7 +527,7 @@ static int cmp_names(const void *a, const void *b)
 
 /* Regular, non-hidden files other than the metadata, in version order (stream_2 before
  * stream_10). */
-static int list_streams(int dirfd, char ***out, size_t *nr)
+int tp_trace_dir_streams(int dirfd, char ***out, size_t *nr)
 {
 	DIR *d = fdopendir(dup(dirfd));
 	struct dirent *de;
@@ -582,10 +582,10 @@ int tp_trace_reader_open(const char *dir, struct tp_trace_reader **out)
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return -errno;
-	err = read_metadata(dirfd, &metadata, &len);
+	err = tp_trace_dir_metadata(dirfd, &metadata, &len);
 	if (err)
 		goto out;
-	err = list_streams(dirfd, &names, &nr);
+	err = tp_trace_dir_streams(dirfd, &names, &nr);
 	if (err)
 		goto out;
 	err = reader_new(metadata, len, nr, &r);

@@ -330,6 +330,12 @@ struct tp_trace_mem_stream {
 };
 
 int tp_trace_reader_open(const char *dir, struct tp_trace_reader **out);
+/* What tp_trace_reader_open reads in a trace directory, for tools that read it apart: the
+ * metadata text (malloc'ed, NUL-terminated), and the stream files (regular files not
+ * starting with a dot, other than the metadata, in version order; malloc'ed names in a
+ * malloc'ed array).  Return 0 or -errno. */
+int tp_trace_dir_metadata(int dirfd, char **out, size_t *len);
+int tp_trace_dir_streams(int dirfd, char ***names, size_t *nr);
 /* Over a metadata text and stream buffers, which must outlive the reader. */
 int tp_trace_reader_open_mem(const char *metadata, size_t len,
 			     const struct tp_trace_mem_stream *streams, size_t nr_streams,
