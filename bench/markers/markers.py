@@ -19,12 +19,13 @@ import os
 import platform
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchlib import bt2_count, lttng, run, start_sessiond, stop_sessiond  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 RUNS = int(os.environ.get("TP_BENCH_RUNS", "9"))
@@ -44,15 +45,6 @@ LABELS = [
     ("lttng-on", "LTTng-UST tracepoint, enabled"),
 ]
 failures = []
-
-
-def run(argv, timeout=120, check=True):
-    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=timeout)
-    if check and p.returncode:
-        raise RuntimeError("%s: exit status %d: %s" % (" ".join(argv), p.returncode,
-                                                        (p.stderr or p.stdout).strip()[-400:]))
-    return p
 
 
 def bench(modes, iters_rounds):
@@ -82,64 +74,6 @@ def lttng_skip():
         if not shutil.which(tool):
             return "%s not found (Debian: lttng-tools, babeltrace2)" % tool
     return None
-
-
-def lttng(*args, check=True):
-    # Never let the client spawn a daemon of its own: we would not know to stop it.
-    return run(["lttng", "--no-sessiond"] + list(args), check=check)
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def sessiond_pids():
-    p = subprocess.run(["pgrep", "-u", str(os.geteuid()), "-x", "lttng-sessiond"],
-                       capture_output=True, text=True)
-    return [int(x) for x in p.stdout.split() if alive(int(x))]
-
-
-def start_sessiond():
-    """The pid of the daemon we started (to stop it at the end), None if one was running."""
-    if sessiond_pids():
-        return None
-    run(["lttng-sessiond", "--daemonize", "--no-kernel"], timeout=60)
-    if os.geteuid() == 0:
-        pidfile = "/var/run/lttng/lttng-sessiond.pid"
-    else:
-        pidfile = os.path.join(os.environ.get("LTTNG_HOME", os.path.expanduser("~")), ".lttng",
-                               "lttng-sessiond.pid")
-    try:
-        with open(pidfile) as f:
-            return int(f.read().strip())
-    except (OSError, ValueError):
-        pids = sessiond_pids()
-        return min(pids) if pids else None
-
-
-def stop_sessiond(pid):
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    for _ in range(100):
-        if not alive(pid):
-            return
-        time.sleep(0.1)
-    print("bench/markers: lttng-sessiond %d still running" % pid, file=sys.stderr)
-
-
-def bt2_count(path):
-    p = run(["babeltrace2", path, "-c", "sink.utils.counter", "-p", "step=+0"], timeout=600)
-    ev = re.search(r"(\d+) Event message", p.stdout)
-    disc = re.search(r"(\d+) Discarded event message", p.stdout)
-    if not ev:
-        raise RuntimeError("babeltrace2 %s: %r" % (path, p.stdout[-300:]))
-    return int(ev.group(1)), int(disc.group(1)) if disc else 0
 
 
 class Session:
@@ -244,7 +178,7 @@ def main():
             except (RuntimeError, subprocess.TimeoutExpired):
                 pass
         if started:
-            stop_sessiond(started)
+            stop_sessiond(started, "bench/markers")
         shutil.rmtree(tmp, ignore_errors=True)
 
     none = med(samples.get("none", []))
