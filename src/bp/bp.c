@@ -53,16 +53,24 @@ struct tp_bps {
 	unsigned nsh;
 };
 
-/* A hooked call in flight: the return address it replaced at @sp. */
+/* A hooked call in flight: the return address it replaced at @sp.  While unhooked (an
+ * unwinder runs in the thread), the real return address is back in place. */
 struct frame {
 	uint64_t sp, ret, func;
+	bool unhooked;
 };
+
+/* Frames dropped as unwound are kept a while: should one of them return after all (a stack
+ * switch fooled the stack-pointer test), its return address is still known. */
+#define GRAVE 32
 
 /* Per-thread shadow stack of hooked calls (few threads: searched linearly). */
 struct shadow {
 	pid_t tid;
 	struct frame *f;
 	unsigned n, cap;
+	struct frame grave[GRAVE];
+	unsigned ngrave; /* total dropped, the last GRAVE kept */
 };
 
 struct tp_bps *tp_bps_new(struct tp_proc *p, pid_t pid)
@@ -118,14 +126,18 @@ static int defer(struct tp_bps *b, const struct tp_event *ev)
 	return 0;
 }
 
+/* Hand the events deferred during one operation back to the event loop, in order. */
+static void flush_deferred(struct tp_bps *b)
+{
+	while (b->qlen) {
+		tp_proc_requeue(b->p, &b->q[b->qhead]);
+		b->qhead = (b->qhead + 1) % b->qcap;
+		b->qlen--;
+	}
+}
+
 int tp_bp_wait(struct tp_bps *bps, struct tp_event *ev)
 {
-	if (bps->qlen) {
-		*ev = bps->q[bps->qhead];
-		bps->qhead = (bps->qhead + 1) % bps->qcap;
-		bps->qlen--;
-		return 0;
-	}
 	return tp_proc_wait(bps->p, ev);
 }
 
@@ -229,6 +241,7 @@ int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t 
 	}
 	if (held)
 		syscall(SYS_tgkill, bps->pid, tid, held);
+	flush_deferred(bps);
 	return r ? r : r2;
 }
 
@@ -487,6 +500,28 @@ static struct shadow *shadow_of(struct tp_bps *b, pid_t tid, bool create)
 	return n;
 }
 
+static int shadow_reserve(struct shadow *s, unsigned n)
+{
+	if (n > s->cap) {
+		unsigned ncap = s->cap ? 2 * s->cap : 64;
+		struct frame *f;
+
+		while (ncap < n)
+			ncap *= 2;
+		f = realloc(s->f, ncap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		s->f = f;
+		s->cap = ncap;
+	}
+	return 0;
+}
+
+static void drop_top(struct shadow *s)
+{
+	s->grave[s->ngrave++ % GRAVE] = s->f[--s->n];
+}
+
 /* Entry of a TP_BP_RETURN function: the return address at [sp] goes to the shadow stack,
  * the trampoline's address takes its place. */
 static int hook_return(struct tp_bps *b, pid_t tid, uint64_t sp, uint64_t func)
@@ -504,16 +539,10 @@ static int hook_return(struct tp_bps *b, pid_t tid, uint64_t sp, uint64_t func)
 	 * sp, a tail call from a hooked function finds the trampoline as its return address;
 	 * anything else there means the frame's call is gone too. */
 	while (s->n && (s->f[s->n - 1].sp < sp || (s->f[s->n - 1].sp == sp && ret != b->tramp)))
-		s->n--;
-	if (s->n == s->cap) {
-		unsigned ncap = s->cap ? 2 * s->cap : 64;
-		struct frame *f = realloc(s->f, ncap * sizeof(*f));
-
-		if (!f)
-			return -ENOMEM;
-		s->f = f;
-		s->cap = ncap;
-	}
+		drop_top(s);
+	r = shadow_reserve(s, s->n + 1);
+	if (r)
+		return r;
 	r = tp_proc_write(b->pid, sp, &b->tramp, sizeof(b->tramp));
 	if (r)
 		return r;
@@ -525,41 +554,54 @@ static int hook_return(struct tp_bps *b, pid_t tid, uint64_t sp, uint64_t func)
 static int unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_stop *out)
 {
 	struct shadow *s = shadow_of(b, tid, false);
+	struct frame f;
 
-	while (s && s->n && s->f[s->n - 1].sp < sp - 8)
-		s->n--;
-	if (!s || !s->n || s->f[s->n - 1].sp != sp - 8)
+	if (!s)
 		return -ENOENT;
-	s->n--;
+	while (s->n && s->f[s->n - 1].sp < sp - 8)
+		drop_top(s);
+	if (s->n && s->f[s->n - 1].sp == sp - 8) {
+		f = s->f[--s->n];
+	} else {
+		/* Not on the stack: a frame dropped too early, if it is still known. */
+		unsigned k, last = s->ngrave < GRAVE ? s->ngrave : GRAVE;
+
+		for (k = 0; k < last; k++)
+			if (s->grave[(s->ngrave - 1 - k) % GRAVE].sp == sp - 8)
+				break;
+		if (k == last)
+			return -ENOENT;
+		f = s->grave[(s->ngrave - 1 - k) % GRAVE];
+		s->grave[(s->ngrave - 1 - k) % GRAVE].sp = 0;
+	}
 	if (out) {
-		out->func = s->f[s->n].func;
-		out->ret_addr = s->f[s->n].ret;
+		out->func = f.func;
+		out->ret_addr = f.ret;
+		out->sp = f.sp;
 		out->depth = s->n;
 	}
-	return tp_proc_set_pc(tid, s->f[s->n].ret);
+	return tp_proc_set_pc(tid, f.ret);
 }
 
-int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs,
+int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out)
 {
 	struct user_regs_struct own;
 	struct tp_bp_stop st = {0};
+	struct shadow *s;
 	struct bp *bp;
 	uint64_t pc;
 	int r;
 
 	if (!regs) {
-		r = tp_proc_get_pc(tid, &pc);
+		r = tp_proc_get_regs(tid, &own);
 		if (r)
 			return r;
-		own.rip = pc;
 	} else {
 		own = *regs;
 	}
 	pc = own.rip;
 	if (bps->tramp && pc - 1 == bps->tramp) {
-		if (!regs && (r = tp_proc_get_regs(tid, &own)))
-			return r;
 		st.kind = TP_BP_STOP_RETURN;
 		st.rax = own.rax;
 		r = unhook_return(bps, tid, own.rsp, &st);
@@ -571,21 +613,173 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	bp->hits++;
 	st.kind = TP_BP_STOP_ENTRY;
 	st.func = bp->addr;
+	st.sp = own.rsp;
 	r = 0;
-	if (bp->ret) {
-		if (!regs)
-			r = tp_proc_get_regs(tid, &own);
-		if (!r)
-			r = hook_return(bps, tid, own.rsp, bp->addr);
-	}
+	if (bp->ret)
+		r = hook_return(bps, tid, own.rsp, bp->addr);
+	s = shadow_of(bps, tid, false);
+	st.depth = s ? s->n : 0;
 	if (!r)
 		r = tp_proc_set_pc(tid, bp->slot);
 resume:
 	if (out)
 		*out = st;
-	if (!r)
+	if (!r && !(flags & TP_BP_HIT_STAY))
 		r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
 	return r ? r : 1;
+}
+
+uint64_t tp_bp_trampoline(const struct tp_bps *bps)
+{
+	return bps->tramp;
+}
+
+bool tp_bp_real_return(struct tp_bps *bps, pid_t tid, uint64_t slot, uint64_t *ret)
+{
+	struct shadow *s = shadow_of(bps, tid, false);
+
+	for (unsigned i = s ? s->n : 0; i-- > 0;) {
+		if (s->f[i].sp == slot) {
+			*ret = s->f[i].ret;
+			return true;
+		}
+	}
+	return false;
+}
+
+void tp_bp_drop_thread(struct tp_bps *bps, pid_t tid)
+{
+	struct shadow *s = shadow_of(bps, tid, false);
+
+	if (!s)
+		return;
+	free(s->f);
+	*s = bps->sh[--bps->nsh];
+}
+
+int tp_bp_copy_shadow(struct tp_bps *bps, pid_t from, struct tp_bps *to, pid_t tid)
+{
+	struct shadow *src = shadow_of(bps, from, false), *dst;
+	int r;
+
+	if (!src || !src->n)
+		return 0;
+	dst = shadow_of(to, tid, true);
+	if (!dst)
+		return -ENOMEM;
+	src = shadow_of(bps, from, false); /* @to may be @bps: its array moved */
+	r = shadow_reserve(dst, src->n);
+	if (r)
+		return r;
+	memcpy(dst->f, src->f, src->n * sizeof(*src->f));
+	dst->n = src->n;
+	return 0;
+}
+
+int tp_bp_unhook_thread(struct tp_bps *bps, pid_t tid)
+{
+	struct shadow *s = shadow_of(bps, tid, false);
+	int err = 0;
+
+	for (unsigned i = s ? s->n : 0; i-- > 0;) {
+		struct frame *f = &s->f[i];
+		uint64_t v;
+		int r;
+
+		if (f->unhooked || tp_proc_read(bps->pid, f->sp, &v, sizeof(v)) != sizeof(v) ||
+		    v != bps->tramp)
+			continue;
+		r = tp_proc_write(bps->pid, f->sp, &f->ret, sizeof(f->ret));
+		if (r && !err)
+			err = r;
+		f->unhooked = !r;
+	}
+	return err;
+}
+
+int tp_bp_rehook_thread(struct tp_bps *bps, pid_t tid, uint64_t sp)
+{
+	struct shadow *s = shadow_of(bps, tid, false);
+	int err = 0;
+
+	while (s && s->n && s->f[s->n - 1].sp <= sp)
+		drop_top(s);
+	for (unsigned i = s ? s->n : 0; i-- > 0;) {
+		struct frame *f = &s->f[i];
+		uint64_t v;
+		int r;
+
+		if (!f->unhooked)
+			continue;
+		f->unhooked = false;
+		if (tp_proc_read(bps->pid, f->sp, &v, sizeof(v)) != sizeof(v) || v != f->ret)
+			continue;
+		r = tp_proc_write(bps->pid, f->sp, &bps->tramp, sizeof(bps->tramp));
+		if (r && !err)
+			err = r;
+	}
+	return err;
+}
+
+unsigned tp_bp_depth(struct tp_bps *bps, pid_t tid)
+{
+	struct shadow *s = shadow_of(bps, tid, false);
+
+	return s ? s->n : 0;
+}
+
+int tp_bp_forget(struct tp_bps *bps, uint64_t lo, uint64_t hi)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < bps->cap; i++)
+		if (bps->tab[i].addr >= lo && bps->tab[i].addr < hi)
+			n++;
+	if (!n)
+		return 0;
+	/* Rebuild the table without them (open addressing: no holes left behind). */
+	struct bp *old = bps->tab;
+	unsigned cap = bps->cap;
+
+	bps->tab = calloc(cap, sizeof(*bps->tab));
+	if (!bps->tab) {
+		bps->tab = old;
+		return -ENOMEM;
+	}
+	bps->n = 0;
+	for (unsigned i = 0; i < cap; i++) {
+		struct bp *bp;
+
+		if (!old[i].addr || (old[i].addr >= lo && old[i].addr < hi))
+			continue;
+		bp = add(bps, old[i].addr);
+		*bp = old[i];
+	}
+	free(old);
+	return (int)n;
+}
+
+struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
+{
+	struct tp_bps *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return NULL;
+	b->p = parent->p;
+	b->pid = pid;
+	b->cap = parent->cap;
+	b->n = parent->n;
+	b->tramp = parent->tramp;
+	b->nareas = parent->nareas;
+	b->tab = malloc(b->cap * sizeof(*b->tab));
+	b->areas = malloc((b->nareas ? b->nareas : 1) * sizeof(*b->areas));
+	if (!b->tab || !b->areas) {
+		tp_bps_free(b);
+		return NULL;
+	}
+	memcpy(b->tab, parent->tab, b->cap * sizeof(*b->tab));
+	memcpy(b->areas, parent->areas, b->nareas * sizeof(*b->areas));
+	return b;
 }
 
 int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *slot)
@@ -634,7 +828,7 @@ static int drain(struct tp_bps *b)
 			return 0;
 		if (r)
 			return r;
-		if (ev.kind == TP_EV_BREAKPOINT) {
+		if (ev.kind == TP_EV_BREAKPOINT && ev.pid == b->pid) {
 			uint64_t pc;
 
 			if (!tp_proc_get_pc(ev.tid, &pc) && b->tramp && pc - 1 == b->tramp) {
@@ -705,9 +899,11 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	if (r)
 		return r;
 	r = drain(bps);
-	if (r)
+	if (r) {
+		flush_deferred(bps);
 		return r;
-	n = tp_proc_tasks(bps->p, tids, 1024);
+	}
+	n = tp_proc_tasks_of(bps->p, bps->pid, tids, 1024);
 	for (int i = 0; i < n && i < 1024; i++) {
 		r = leave_slot(bps, tids[i]);
 		if (r && r != -ESRCH && !err)
@@ -756,5 +952,6 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			err = r;
 	}
 	bps->nareas = 0;
+	flush_deferred(bps);
 	return err;
 }

@@ -5,6 +5,7 @@
 #ifndef TP_BP_BP_H
 #define TP_BP_BP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/user.h>
@@ -56,19 +57,48 @@ enum tp_bp_stop_kind {
 struct tp_bp_stop {
 	enum tp_bp_stop_kind kind;
 	uint64_t func;	   /* the breakpoint (the function's entry) */
+	uint64_t sp;	   /* the stack pointer at the entry (the return address's slot) */
 	uint64_t ret_addr; /* RETURN: where the call returns to */
 	uint64_t rax;	   /* RETURN: the return value */
-	unsigned depth;	   /* RETURN: hooked calls of the thread still in flight */
+	unsigned depth;	   /* hooked calls of the thread in flight (ENTRY: this one included) */
 };
+
+/* Flags of tp_bp_hit(). */
+#define TP_BP_HIT_STAY 0x01 /* leave the task stopped: the caller resumes it */
 
 /* After a TP_EV_BREAKPOINT of @tid (pc = addr + 1; @regs may be NULL to read them here):
  * when the int3 is ours, describe it in *@out (may be NULL), move pc to its slot (or to the
- * real return address), resume the task and return 1; 0 when it is not ours (pass SIGTRAP
- * on); -errno on failure (-ENOENT: a return with no shadow frame, task left stopped).
- * Shadow frames of calls unwound without returning (longjmp) are dropped when a later
- * entry or return of the thread finds a stack pointer above them. */
-int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs,
+ * real return address), resume the task (unless TP_BP_HIT_STAY) and return 1; 0 when it is
+ * not ours (pass SIGTRAP on); -errno on failure (-ENOENT: a return with no shadow frame,
+ * task left stopped).  Shadow frames of calls unwound without returning (longjmp) are
+ * dropped when a later entry or return of the thread finds a stack pointer above them. */
+int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out);
+/* Hooked calls of @tid in flight. */
+unsigned tp_bp_depth(struct tp_bps *bps, pid_t tid);
+/* The return trampoline's address (0 before the first TP_BP_RETURN breakpoint). */
+uint64_t tp_bp_trampoline(const struct tp_bps *bps);
+/* The real return address of @tid's hooked call whose return address slot is @slot. */
+bool tp_bp_real_return(struct tp_bps *bps, pid_t tid, uint64_t slot, uint64_t *ret);
+
+/* An unwinder is about to walk @tid's stack (a C++ exception is thrown, a backtrace is
+ * taken): put the real return addresses back for it to find. */
+int tp_bp_unhook_thread(struct tp_bps *bps, pid_t tid);
+/* The unwinder is done and @tid runs at stack pointer @sp: frames at or below it are gone,
+ * the others get the trampoline again. */
+int tp_bp_rehook_thread(struct tp_bps *bps, pid_t tid, uint64_t sp);
+/* Forget thread @tid's shadow stack (it exited or exec'd). */
+void tp_bp_drop_thread(struct tp_bps *bps, pid_t tid);
+/* Give thread @tid of @to a copy of the shadow stack of @from (a fork or vfork child runs on
+ * a copy of, or on, its parent's stack).  @to may be @bps. */
+int tp_bp_copy_shadow(struct tp_bps *bps, pid_t from, struct tp_bps *to, pid_t tid);
+/* The breakpoints of fork child @pid: same addresses, slots and areas as @parent's (the
+ * child has a copy of its memory); no shadow stacks (tp_bp_copy_shadow()). */
+struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid);
+/* Forget the breakpoints in [@lo, @hi) without touching memory: the object there was
+ * unmapped.  Returns how many. */
+int tp_bp_forget(struct tp_bps *bps, uint64_t lo, uint64_t hi);
+
 /* Is there a breakpoint at @addr: 1 with its hit count and slot address (either may be
  * NULL), 0 when none. */
 int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *slot);

@@ -37,6 +37,11 @@ int tp_proc_queue_push(struct tp_proc *p, const struct tp_event *ev)
 	return 0;
 }
 
+int tp_proc_requeue(struct tp_proc *p, const struct tp_event *ev)
+{
+	return tp_proc_queue_push(p, ev);
+}
+
 static void queue_pop(struct tp_proc *p, struct tp_event *ev)
 {
 	*ev = p->queue[p->qhead];
@@ -325,6 +330,7 @@ static int new_task(struct tp_proc *p, struct tp_task *t, int event, struct tp_e
 	follow = thread || (p->opts & TP_PROC_FOLLOW_FORK);
 	ev->kind = thread ? TP_EV_CLONE : TP_EV_FORK;
 	ev->new_tid = nt;
+	ev->vm_shared = !thread && event != PTRACE_EVENT_FORK;
 
 	/* The child is auto-attached and stops at once (PTRACE_EVENT_STOP): take that stop now
 	 * so that the caller can resume both tasks as soon as it sees this event. */

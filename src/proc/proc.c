@@ -189,6 +189,20 @@ int tp_proc_tasks(const struct tp_proc *p, pid_t *tids, int max)
 	return n;
 }
 
+int tp_proc_tasks_of(const struct tp_proc *p, pid_t tgid, pid_t *tids, int max)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < p->cap; i++) {
+		if (!p->slots[i] || p->slots[i]->tgid != tgid)
+			continue;
+		if (n < max)
+			tids[n] = p->slots[i]->tid;
+		n++;
+	}
+	return n;
+}
+
 int tp_proc_exit_status(const struct tp_proc *p)
 {
 	return p->exit_status;
@@ -724,6 +738,29 @@ int tp_proc_detach(struct tp_proc *p)
 			ptrace(PTRACE_DETACH, p->early[i].tid, 0, 0);
 	tp_proc_free(p);
 	return r == -ECHILD ? 0 : r;
+}
+
+int tp_proc_detach_tgid(struct tp_proc *p, pid_t tgid)
+{
+	for (unsigned i = 0; i < p->cap; i++) {
+		struct tp_task *t = p->slots[i];
+
+		if (t && t->tgid == tgid && t->state != TP_TASK_STOPPED)
+			return -EBUSY;
+	}
+	for (unsigned i = 0; i < p->cap; i++) {
+		struct tp_task *t = p->slots[i];
+
+		if (!t || t->tgid != tgid)
+			continue;
+		drop_step_trap(t);
+		if (ptrace(PTRACE_DETACH, t->tid, 0, t->pending_sig) && errno == ESRCH)
+			reap_gone(t->tid);
+		tp_proc_task_del(p, t);
+		i = -1u; /* the table was rehashed around the hole: scan again */
+	}
+	tp_proc_tgid_del(p, tgid);
+	return 0;
 }
 
 void tp_proc_kill(struct tp_proc *p)

@@ -17,12 +17,12 @@
 #define TP_PROC_TRACE_EXIT 0x08	    /* report a stop just before each task exits */
 
 struct tp_launch {
-	char *const *argv;	 /* argv[0] is looked up in PATH */
-	char *const *env_add;	 /* extra "NAME=value" entries, NULL-terminated, may be NULL */
-	int cpu;		 /* pin the program to this CPU before exec, -1 for no pinning */
-	const int *keep_fds;	 /* fds to keep open across exec (their CLOEXEC flag is cleared) */
+	char *const *argv;    /* argv[0] is looked up in PATH */
+	char *const *env_add; /* extra "NAME=value" entries, NULL-terminated, may be NULL */
+	int cpu;	      /* pin the program to this CPU before exec, -1 for no pinning */
+	const int *keep_fds;  /* fds to keep open across exec (their CLOEXEC flag is cleared) */
 	int nkeep_fds;
-	unsigned opts;		 /* TP_PROC_* */
+	unsigned opts; /* TP_PROC_* */
 };
 
 enum tp_event_kind {
@@ -32,11 +32,11 @@ enum tp_event_kind {
 	TP_EV_SIGNAL,	  /* any other signal-delivery stop: sig to pass on when resuming */
 	TP_EV_GROUP_STOP, /* SIGSTOP/SIGTSTP/... group-stop (PTRACE_LISTEN'able) */
 	TP_EV_CLONE,	  /* new thread new_tid created by tid (already in the task table) */
-	TP_EV_FORK,	  /* fork/vfork/non-thread clone: new_tid is the child (traced if followed) */
-	TP_EV_EXEC,	  /* tid completed an execve (tid is now the thread-group leader) */
-	TP_EV_EXIT,	  /* tid is about to exit (TP_PROC_TRACE_EXIT): memory still readable */
-	TP_EV_EXITED,	  /* tid is gone: status holds the wait status; removed from the table */
-	TP_EV_SYSCALL,	  /* syscall entry or exit stop (when resumed with TP_RESUME_SYSCALL) */
+	TP_EV_FORK,    /* fork/vfork/non-thread clone: new_tid is the child (traced if followed) */
+	TP_EV_EXEC,    /* tid completed an execve (tid is now the thread-group leader) */
+	TP_EV_EXIT,    /* tid is about to exit (TP_PROC_TRACE_EXIT): memory still readable */
+	TP_EV_EXITED,  /* tid is gone: status holds the wait status; removed from the table */
+	TP_EV_SYSCALL, /* syscall entry or exit stop (when resumed with TP_RESUME_SYSCALL) */
 };
 
 struct tp_event {
@@ -46,6 +46,7 @@ struct tp_event {
 	int sig;	/* TP_EV_SIGNAL / GROUP_STOP: the signal; 0 otherwise */
 	int status;	/* TP_EV_EXITED: wait status; TP_EV_EXIT: the exit status to come */
 	pid_t new_tid;	/* TP_EV_CLONE / TP_EV_FORK */
+	bool vm_shared; /* TP_EV_FORK: the child shares the parent's memory (vfork, CLONE_VM) */
 	siginfo_t si;	/* TP_EV_STEP / TP_EV_BREAKPOINT / TP_EV_SIGNAL */
 	bool leader;	/* TP_EV_EXITED: the thread-group leader of a traced process */
 	pid_t old_tid;	/* TP_EV_EXEC: the tid that called execve; when it differs from tid (a
@@ -79,6 +80,11 @@ void tp_proc_free(struct tp_proc *p);
 pid_t tp_proc_pid(const struct tp_proc *p);
 /* Number of live tasks and their tids (fills up to @max, returns the total). */
 int tp_proc_tasks(const struct tp_proc *p, pid_t *tids, int max);
+/* Tids of the live tasks of thread group @tgid (fills up to @max, returns the total). */
+int tp_proc_tasks_of(const struct tp_proc *p, pid_t tgid, pid_t *tids, int max);
+/* Detach from the tasks of thread group @tgid only, which must all be stopped (-EBUSY
+ * otherwise); they run on, the other traced processes stay traced. */
+int tp_proc_detach_tgid(struct tp_proc *p, pid_t tgid);
 /* Wait status of the main process once it has exited (valid after its TP_EV_EXITED). */
 int tp_proc_exit_status(const struct tp_proc *p);
 
@@ -86,6 +92,8 @@ int tp_proc_exit_status(const struct tp_proc *p);
  * here; the caller resumes the task.  Returns 0, -ECHILD when no task is left, -EINTR when
  * interrupted by a signal of the tracer. */
 int tp_proc_wait(struct tp_proc *p, struct tp_event *ev);
+/* Give back an event taken from tp_proc_wait() and not handled: returned again later. */
+int tp_proc_requeue(struct tp_proc *p, const struct tp_event *ev);
 /* Resume a stopped task, delivering @sig (0 for none). */
 int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig);
 

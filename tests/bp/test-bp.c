@@ -121,7 +121,7 @@ static int run_one(struct run *rn)
 					r = -EIO;
 				r = r ? r : 1;
 			} else {
-				r = tp_bp_hit(bps, ev.tid, NULL, NULL);
+				r = tp_bp_hit(bps, ev.tid, NULL, 0, NULL);
 			}
 			if (r == 1) {
 				rn->hits++;
@@ -234,7 +234,7 @@ static void check_returns(const char *name, long n)
 			continue;
 		}
 		if (ev.kind == TP_EV_BREAKPOINT) {
-			int h = tp_bp_hit(bps, ev.tid, NULL, &s);
+			int h = tp_bp_hit(bps, ev.tid, NULL, 0, &s);
 
 			if (h == 1) {
 				int k = s.func == deep;
@@ -321,7 +321,7 @@ static void check_attach(void)
 				status = ev.status;
 			continue;
 		}
-		if (ev.kind == TP_EV_BREAKPOINT && tp_bp_hit(bps, ev.tid, NULL, NULL) == 1) {
+		if (ev.kind == TP_EV_BREAKPOINT && tp_bp_hit(bps, ev.tid, NULL, 0, NULL) == 1) {
 			hits++;
 			continue;
 		}
