@@ -629,6 +629,82 @@ resume:
 	return r ? r : 1;
 }
 
+int tp_bp_call(struct tp_bps *bps, pid_t tid, uint64_t fn, const uint64_t args[6], uint64_t *ret)
+{
+	struct user_regs_struct saved, regs;
+	struct tp_event ev;
+	uint64_t sp;
+	int r, held = 0;
+
+	if (!bps->tramp)
+		return -ENOENT;
+	r = tp_proc_get_regs(tid, &saved);
+	if (r)
+		return r;
+	/* Below the red zone, aligned as at a call: [rsp] = return address, rsp + 8 % 16 = 0. */
+	sp = ((saved.rsp - 1024) & ~15ULL) - 8;
+	r = tp_proc_write(bps->pid, sp, &bps->tramp, sizeof(sp));
+	if (r)
+		return r;
+	regs = saved;
+	regs.rsp = sp;
+	regs.rip = fn;
+	regs.rdi = args[0];
+	regs.rsi = args[1];
+	regs.rdx = args[2];
+	regs.rcx = args[3];
+	regs.r8 = args[4];
+	regs.r9 = args[5];
+	regs.rax = 0;
+	regs.orig_rax = -1; /* no syscall restart on the way out of this stop */
+	r = tp_proc_set_regs(tid, &regs);
+	if (!r)
+		r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
+	while (!r) {
+		r = tp_proc_wait(bps->p, &ev);
+		if (r)
+			break;
+		if (ev.tid != tid) {
+			r = defer(bps, &ev);
+			continue;
+		}
+		if (ev.kind == TP_EV_SIGNAL) {
+			held = ev.sig;
+			r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
+			continue;
+		}
+		if (ev.kind == TP_EV_EXIT || ev.kind == TP_EV_EXITED) {
+			defer(bps, &ev);
+			r = -ESRCH;
+			break;
+		}
+		if (ev.kind != TP_EV_BREAKPOINT || tp_proc_get_regs(tid, &regs)) {
+			r = -EIO;
+			break;
+		}
+		if (regs.rip - 1 == bps->tramp && regs.rsp == sp + 8) {
+			*ret = regs.rax;
+			break;
+		}
+		/* One of our breakpoints inside the function: run its slot, no hooks. */
+		struct bp *bp = find(bps, regs.rip - 1);
+
+		r = bp ? tp_proc_set_pc(tid, bp->slot) : -EIO;
+		if (!r)
+			r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
+	}
+	if (r != -ESRCH) {
+		int r2 = tp_proc_set_regs(tid, &saved);
+
+		if (!r)
+			r = r2;
+	}
+	if (held)
+		syscall(SYS_tgkill, bps->pid, tid, held);
+	flush_deferred(bps);
+	return r;
+}
+
 uint64_t tp_bp_trampoline(const struct tp_bps *bps)
 {
 	return bps->tramp;

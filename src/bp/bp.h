@@ -74,6 +74,11 @@ struct tp_bp_stop {
  * dropped when a later entry or return of the thread finds a stack pointer above them. */
 int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out);
+/* Call function @fn(@args) in stopped task @tid and return its rax in *@ret: the task runs
+ * alone on its own stack below the red zone, returning to the trampoline; registers are
+ * restored.  Breakpoints it meets run their slots without hooks.  For pure functions such
+ * as IFUNC resolvers.  Returns 0, -ENOENT (no trampoline yet), -ESRCH or -errno. */
+int tp_bp_call(struct tp_bps *bps, pid_t tid, uint64_t fn, const uint64_t args[6], uint64_t *ret);
 /* Hooked calls of @tid in flight. */
 unsigned tp_bp_depth(struct tp_bps *bps, pid_t tid);
 /* The return trampoline's address (0 before the first TP_BP_RETURN breakpoint). */

@@ -17,6 +17,7 @@ void tp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(p
  * NULL; TRACEPAD_AGENT overrides. */
 const char *tp_cli_agent_path(void);
 
+int cmd_calls(int argc, char **argv);
 int cmd_count(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);

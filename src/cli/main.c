@@ -91,6 +91,7 @@ static const struct command {
 	int (*fn)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
+    {"calls", cmd_calls, "trace function calls with arguments, return values and times"},
     {"count", cmd_count, "count every executed instruction of a program or of a region of it"},
     {"dump", cmd_dump, "print the events of a trace, one a line"},
     {"report", cmd_report, "summarise a trace: events per class, discarded events, time span"},

@@ -1,0 +1,624 @@
+/* The engine of `tracepad calls`: processes, their objects (followed through r_debug), the
+ * selected functions' breakpoints, and what happens at each entry and return stop. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/time.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calls/engine.h"
+#include "common/log.h"
+
+/* ---- small helpers ---- */
+
+uint64_t tp_calls_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+
+	if (!d)
+		abort();
+	return d;
+}
+
+static void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		abort();
+	return p;
+}
+
+/* Functions whose return is never hooked: they return twice, are entered by a jump, or read
+ * their own return address. */
+static bool no_return_hook(const char *name)
+{
+	static const char *const names[] = {
+	    "_start",
+	    "setjmp",
+	    "_setjmp",
+	    "__setjmp",
+	    "sigsetjmp",
+	    "__sigsetjmp",
+	    "getcontext",
+	    "__getcontext",
+	    "swapcontext",
+	    "vfork",
+	    "__vfork",
+	    "__restore_rt",
+	    "_dl_start_user",
+	    "mcount",
+	    "_mcount",
+	    "__fentry__",
+	    "savectx",
+	    "__libc_vfork",
+	    "__sigsetjmp_cancel",
+	};
+
+	if (!strncmp(name, "_dl_runtime_resolve", 19) || !strncmp(name, "_dl_runtime_profile", 19))
+		return true;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* Start-up and profiling code of a program that is never part of the default selection. */
+static bool crt_name(const char *name)
+{
+	static const char *const names[] = {
+	    "_start",
+	    "_init",
+	    "_fini",
+	    "deregister_tm_clones",
+	    "register_tm_clones",
+	    "__do_global_dtors_aux",
+	    "frame_dummy",
+	    "__libc_csu_init",
+	    "__libc_csu_fini",
+	    "_dl_relocate_static_pie",
+	    "mcount",
+	    "_mcount",
+	    "__fentry__",
+	    "__gmon_start__",
+	    "__cxa_finalize",
+	};
+
+	if (!strncmp(name, "__x86.get_pc_thunk", 18))
+		return true;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* Functions of the unwinders that walk a stack and so must find real return addresses. */
+static enum fkind internal_kind(const char *name)
+{
+	if (!strcmp(name, "_Unwind_RaiseException") || !strcmp(name, "_Unwind_Resume_or_Rethrow") ||
+	    !strcmp(name, "_Unwind_ForcedUnwind"))
+		return F_UNWIND;
+	if (!strcmp(name, "_Unwind_Backtrace"))
+		return F_BACKTRACE;
+	if (!strcmp(name, "__cxa_begin_catch"))
+		return F_CATCH;
+	return F_TRACED;
+}
+
+/* ---- functions of an image ---- */
+
+static unsigned fhash(uint64_t addr, unsigned cap)
+{
+	return (unsigned)((addr * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
+}
+
+struct func *tp_calls_func_find(struct image *im, uint64_t addr)
+{
+	if (!im->fcap)
+		return NULL;
+	for (unsigned i = fhash(addr, im->fcap);; i = (i + 1) & (im->fcap - 1)) {
+		if (!im->ftab[i])
+			return NULL;
+		if (im->ftab[i]->addr == addr)
+			return im->ftab[i];
+	}
+}
+
+static void func_put(struct image *im, struct func *f)
+{
+	unsigned i;
+
+	if (2 * (im->fn + 1) > im->fcap) {
+		unsigned ncap = im->fcap ? 2 * im->fcap : 256;
+		struct func **n = calloc(ncap, sizeof(*n));
+
+		if (!n)
+			abort();
+		for (unsigned k = 0; k < im->fcap; k++) {
+			if (!im->ftab[k])
+				continue;
+			for (i = fhash(im->ftab[k]->addr, ncap); n[i]; i = (i + 1) & (ncap - 1))
+				;
+			n[i] = im->ftab[k];
+		}
+		free(im->ftab);
+		im->ftab = n;
+		im->fcap = ncap;
+	}
+	for (i = fhash(f->addr, im->fcap); im->ftab[i]; i = (i + 1) & (im->fcap - 1))
+		;
+	im->ftab[i] = f;
+	im->fn++;
+}
+
+/* Drop the functions of an unmapped object (the table is rebuilt without them). */
+static void funcs_drop_object(struct image *im, struct object *o)
+{
+	struct func **old = im->ftab;
+	unsigned cap = im->fcap;
+
+	im->ftab = NULL;
+	im->fcap = 0;
+	im->fn = 0;
+	for (unsigned k = 0; k < cap; k++) {
+		if (!old[k])
+			continue;
+		if (old[k]->obj == o) {
+			free(old[k]->name);
+			free(old[k]);
+		} else {
+			func_put(im, old[k]);
+		}
+	}
+	free(old);
+}
+
+/* ---- objects ---- */
+
+struct mapline {
+	uint64_t start, end, offset;
+	bool x;
+	char *path;
+};
+
+static int read_maps(pid_t pid, struct mapline **out, int *n)
+{
+	char path[64], line[4096 + 128];
+	struct mapline *v = NULL;
+	int cnt = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		uint64_t s, e, off;
+		char perms[8];
+		int pos = 0;
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &s, &e,
+			   perms, &off, &pos) < 4 ||
+		    !pos)
+			continue;
+		char *p = line + pos;
+
+		p[strcspn(p, "\n")] = 0;
+		if (*p != '/' || strstr(p, " (deleted)"))
+			continue;
+		v = xrealloc(v, (cnt + 1) * sizeof(*v));
+		v[cnt++] = (struct mapline){s, e, off, perms[2] == 'x', xstrdup(p)};
+	}
+	fclose(f);
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+static struct object *object_find(struct image *im, const char *path)
+{
+	for (int i = 0; i < im->nobjs; i++)
+		if (!strcmp(im->objs[i]->path, path))
+			return im->objs[i];
+	return NULL;
+}
+
+static void object_free(struct object *o)
+{
+	if (!o)
+		return;
+	free(o->path);
+	free(o);
+}
+
+/* Insert the breakpoint of one function; @tid is a stopped task of the process. */
+int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct object *o,
+		      uint64_t addr, const char *name, enum fkind kind)
+{
+	struct func *f = tp_calls_func_find(im, addr);
+	unsigned flags = 0;
+	int r;
+
+	if (f)
+		return -EEXIST;
+	if (kind == F_TRACED || kind == F_RESOLVER)
+		flags = no_return_hook(name) || addr == im->entry ? 0 : TP_BP_RETURN;
+	r = tp_bp_insert(im->bps, tid, addr, flags);
+	if (r && r != -EEXIST) {
+		if (kind == F_TRACED && !s->insert_err) {
+			s->insert_err = r;
+			snprintf(s->insert_what, sizeof(s->insert_what), "%s:%s", o->base, name);
+		}
+		s->insert_failed += kind == F_TRACED;
+		tp_dbg("calls: no breakpoint at %s:%s (0x%" PRIx64 "): %s", o->base, name, addr,
+		       strerror(-r));
+		return r;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		abort();
+	f->addr = addr;
+	f->kind = kind;
+	f->hooked = flags & TP_BP_RETURN;
+	f->name = xstrdup(name);
+	f->obj = o;
+	func_put(im, f);
+	if (kind == F_TRACED)
+		s->ntraced++;
+	return 0;
+}
+
+static bool is_import(struct image *im, const char *name)
+{
+	for (int i = 0; i < im->nimports; i++)
+		if (!strcmp(im->imports[i], name))
+			return true;
+	return false;
+}
+
+/* The name a function is traced under, or NULL when not selected. */
+static const char *selected_name(struct session *s, struct image *im, struct object *o,
+				 const struct tp_fsym *fs)
+{
+	for (int k = 0; k < fs->nnames; k++) {
+		const char *n = fs->names[k];
+		bool dflt = o->main ? !crt_name(n) : is_import(im, n);
+
+		if (tp_select_match(s->sel, o->path, n, dflt))
+			return n;
+	}
+	return NULL;
+}
+
+/* Read the functions of a newly mapped object and plant its breakpoints. */
+static int object_scan(struct session *s, struct image *im, pid_t tid, struct object *o)
+{
+	struct tp_fsyms fs;
+	bool want = tp_select_may_match(s->sel, o->path, o->main || im->nimports > 0);
+	int r;
+
+	r = tp_fsyms_read(o->path, &fs);
+	if (r) {
+		tp_dbg("calls: %s: %s", o->path, strerror(-r));
+		return 0;
+	}
+	if (o->main) {
+		for (int i = 0; i < fs.nimports; i++) {
+			im->imports = xrealloc(im->imports, (im->nimports + 1) * sizeof(char *));
+			im->imports[im->nimports++] = xstrdup(fs.imports[i]);
+		}
+	}
+	for (int i = 0; i < fs.n; i++) {
+		const struct tp_fsym *f = &fs.f[i];
+		uint64_t addr = f->vaddr + o->bias;
+		enum fkind kind = F_TRACED;
+		const char *name = NULL;
+
+		if (addr < o->lo || addr >= o->hi)
+			continue;
+		for (int k = 0; k < f->nnames && kind == F_TRACED; k++)
+			if ((kind = internal_kind(f->names[k])) != F_TRACED)
+				name = f->names[k];
+		if (kind == F_TRACED && want)
+			name = selected_name(s, im, o, f);
+		if (!name)
+			continue;
+		if (kind == F_TRACED && f->ifunc)
+			kind = F_RESOLVER;
+		if (!tp_calls_func_add(s, im, tid, o, addr, name, kind) && kind == F_RESOLVER &&
+		    im->live) {
+			/* The loader resolved it already (BIND_NOW, or attached late): ask the
+			 * resolver, which answers as it did to the loader. */
+			uint64_t args[6] = {0}, impl = 0;
+
+			if (!tp_bp_call(im->bps, tid, addr, args, &impl))
+				tp_calls_resolved(s, im, tid, tp_calls_func_find(im, addr), impl);
+		}
+	}
+	tp_fsyms_release(&fs);
+	return 0;
+}
+
+static int arm_watch(pid_t tid, uint64_t addr)
+{
+	/* DR0 = the 8 bytes of r_brk, DR7: local enable 0, break on write, length 8. */
+	unsigned long dr7 = 1ul | (1ul << 16) | (2ul << 18);
+
+	if (ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[0]), addr) ||
+	    ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[7]), dr7))
+		return -errno;
+	return 0;
+}
+
+static void disarm_watch(pid_t tid)
+{
+	ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[7]), 0);
+}
+
+/* The dynamic loader: find r_debug; plant the breakpoint at r_brk, or watch for ld.so to
+ * set it (a launched program at its first instruction). */
+static void watch_loader(struct session *s, struct image *im, pid_t tid, struct object *o)
+{
+	uint64_t rd, brk = 0;
+
+	if (im->rdebug || tp_elf_lookup(o->path, "_r_debug", &rd, NULL))
+		return;
+	im->rdebug = rd + o->bias;
+	im->ldso = o;
+	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) == 8 && brk) {
+		im->rbrk = brk;
+		tp_calls_func_add(s, im, tid, o, brk, "_dl_debug_state", F_RBRK);
+	} else if (!arm_watch(tid, im->rdebug + 16)) {
+		im->watch_tid = tid;
+	}
+}
+
+/* Compare the objects mapped now with those known: scan new ones, forget unmapped ones. */
+int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
+{
+	struct mapline *m = NULL;
+	int n = 0, r;
+
+	r = read_maps(im->pid, &m, &n);
+	if (r)
+		return r;
+	for (int i = 0; i < im->nobjs; i++)
+		im->objs[i]->seen = false;
+	int first_new = im->nobjs;
+
+	for (int i = 0; i < n; i++) {
+		struct object *o;
+		struct tp_elf_info info;
+		uint64_t base = UINT64_MAX, lo = UINT64_MAX, hi = 0;
+
+		if (!m[i].x)
+			continue;
+		o = object_find(im, m[i].path);
+		if (o) {
+			o->seen = true;
+			continue;
+		}
+		for (int k = 0; k < n; k++) {
+			if (strcmp(m[k].path, m[i].path))
+				continue;
+			if (m[k].offset == 0 && m[k].start < base)
+				base = m[k].start;
+			if (m[k].x && m[k].start < lo)
+				lo = m[k].start;
+			if (m[k].x && m[k].end > hi)
+				hi = m[k].end;
+		}
+		if (base == UINT64_MAX || tp_elf_probe(m[i].path, &info))
+			continue;
+		o = calloc(1, sizeof(*o));
+		if (!o)
+			abort();
+		o->path = xstrdup(m[i].path);
+		o->base = tp_select_base(o->path);
+		o->lo = lo;
+		o->hi = hi;
+		o->bias = info.is_dyn ? base - info.first_load : 0;
+		o->main = !strcmp(o->path, im->exe);
+		o->seen = true;
+		im->objs = xrealloc(im->objs, (im->nobjs + 1) * sizeof(*im->objs));
+		im->objs[im->nobjs++] = o;
+		if (o->main) {
+			im->is_static = info.is_static;
+			im->entry = info.entry + o->bias;
+		}
+		if (!strncmp(o->base, "libc.so", 7) || (o->main && info.is_static))
+			im->libc = o;
+	}
+	for (int i = 0; i < n; i++)
+		free(m[i].path);
+	free(m);
+	/* The program first: its imports are the default selection in the other objects. */
+	for (int i = first_new; i < im->nobjs; i++)
+		if (im->objs[i]->main)
+			object_scan(s, im, tid, im->objs[i]);
+	for (int i = first_new; i < im->nobjs; i++) {
+		if (im->objs[i]->main)
+			continue;
+		if (!strncmp(im->objs[i]->base, "ld-", 3))
+			watch_loader(s, im, tid, im->objs[i]);
+		object_scan(s, im, tid, im->objs[i]);
+	}
+	for (int i = 0; i < im->nobjs;) {
+		struct object *o = im->objs[i];
+
+		if (o->seen) {
+			i++;
+			continue;
+		}
+		tp_bp_forget(im->bps, o->lo, o->hi);
+		funcs_drop_object(im, o);
+		if (im->libc == o) {
+			im->libc = NULL;
+			im->errno_state = 0;
+		}
+		object_free(o);
+		im->objs[i] = im->objs[--im->nobjs];
+	}
+	if (im->uw)
+		tp_unwinder_refresh(im->uw);
+	return 0;
+}
+
+/* ---- images ---- */
+
+struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool live)
+{
+	struct image *im = calloc(1, sizeof(*im));
+	char link[64];
+	ssize_t n;
+
+	if (!im)
+		abort();
+	im->pid = pid;
+	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
+	n = readlink(link, im->exe, sizeof(im->exe) - 1);
+	im->exe[n > 0 ? n : 0] = 0;
+	im->live = live;
+	im->bps = tp_bps_new(s->p, pid);
+	if (!im->bps)
+		abort();
+	tp_calls_objects_sync(s, im, tid);
+	s->imgs = xrealloc(s->imgs, (s->nimgs + 1) * sizeof(*s->imgs));
+	s->imgs[s->nimgs++] = im;
+	return im;
+}
+
+/* A fork child: the same objects, functions and breakpoints, in its copy of the memory. */
+struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t pid)
+{
+	struct image *im = calloc(1, sizeof(*im));
+
+	if (!im)
+		abort();
+	*im = *parent;
+	im->pid = pid;
+	im->uw = NULL;
+	im->watch_tid = 0;
+	im->bps = tp_bps_clone(parent->bps, pid);
+	if (!im->bps)
+		abort();
+	im->objs = xrealloc(NULL, parent->nobjs * sizeof(*im->objs));
+	for (int i = 0; i < parent->nobjs; i++) {
+		struct object *o = malloc(sizeof(*o));
+
+		if (!o)
+			abort();
+		*o = *parent->objs[i];
+		o->path = xstrdup(o->path);
+		o->base = tp_select_base(o->path);
+		im->objs[i] = o;
+		if (parent->libc == parent->objs[i])
+			im->libc = o;
+		if (parent->ldso == parent->objs[i])
+			im->ldso = o;
+	}
+	im->imports = xrealloc(NULL, parent->nimports * sizeof(char *));
+	for (int i = 0; i < parent->nimports; i++)
+		im->imports[i] = xstrdup(parent->imports[i]);
+	im->ftab = NULL;
+	im->fcap = 0;
+	im->fn = 0;
+	for (unsigned k = 0; k < parent->fcap; k++) {
+		struct func *f = parent->ftab[k], *c;
+		int oi = 0;
+
+		if (!f)
+			continue;
+		c = malloc(sizeof(*c));
+		if (!c)
+			abort();
+		*c = *f;
+		c->name = xstrdup(f->name);
+		while (parent->objs[oi] != f->obj)
+			oi++;
+		c->obj = im->objs[oi];
+		func_put(im, c);
+	}
+	s->imgs = xrealloc(s->imgs, (s->nimgs + 1) * sizeof(*s->imgs));
+	s->imgs[s->nimgs++] = im;
+	return im;
+}
+
+/* Free what tracepad holds of an image; the process's memory is not touched. */
+void tp_calls_image_free(struct session *s, struct image *im)
+{
+	for (int i = 0; i < s->nimgs; i++)
+		if (s->imgs[i] == im) {
+			s->imgs[i] = s->imgs[--s->nimgs];
+			break;
+		}
+	for (unsigned k = 0; k < im->fcap; k++)
+		if (im->ftab[k]) {
+			free(im->ftab[k]->name);
+			free(im->ftab[k]);
+		}
+	free(im->ftab);
+	for (int i = 0; i < im->nobjs; i++)
+		object_free(im->objs[i]);
+	free(im->objs);
+	for (int i = 0; i < im->nimports; i++)
+		free(im->imports[i]);
+	free(im->imports);
+	tp_unwinder_free(im->uw);
+	tp_bps_free(im->bps);
+	free(im);
+}
+
+struct image *tp_calls_image_of(struct session *s, pid_t pid)
+{
+	for (int i = 0; i < s->nimgs; i++)
+		if (s->imgs[i]->pid == pid)
+			return s->imgs[i];
+	return NULL;
+}
+
+/* r_brk was written (the watchpoint fired): plant the breakpoint there now. */
+int tp_calls_watch_hit(struct session *s, struct image *im, pid_t tid)
+{
+	uint64_t brk = 0;
+
+	disarm_watch(tid);
+	im->watch_tid = 0;
+	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) != 8 || !brk || !im->ldso)
+		return -EIO;
+	im->rbrk = brk;
+	return tp_calls_func_add(s, im, tid, im->ldso, brk, "_dl_debug_state", F_RBRK);
+}
+
+struct object *tp_calls_object_at(struct image *im, uint64_t addr)
+{
+	for (int i = 0; i < im->nobjs; i++)
+		if (addr >= im->objs[i]->lo && addr < im->objs[i]->hi)
+			return im->objs[i];
+	return NULL;
+}
+
+/* An IFUNC resolver returned the implementation: trace that under the selected name. */
+void tp_calls_resolved(struct session *s, struct image *im, pid_t tid, struct func *resolver,
+		       uint64_t impl)
+{
+	struct object *o = tp_calls_object_at(im, impl);
+
+	if (!o || tp_calls_func_find(im, impl))
+		return;
+	tp_calls_func_add(s, im, tid, resolver->obj, impl, resolver->name, F_TRACED);
+}

@@ -1,0 +1,155 @@
+/* Internals of `tracepad calls` shared by engine.c (objects, functions, images) and run.c
+ * (the event loop, output, plugins). */
+#ifndef TP_CALLS_ENGINE_H
+#define TP_CALLS_ENGINE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "bp/bp.h"
+#include "calls/calls.h"
+#include "calls/proto.h"
+#include "calls/select.h"
+#include "calls/unwind.h"
+#include "common/symbols.h"
+#include "proc/proc.h"
+#include "tracepad/plugin.h"
+
+enum fkind {
+	F_TRACED,    /* a selected function */
+	F_RESOLVER,  /* the IFUNC resolver of a selected function: trace what it returns */
+	F_RBRK,	     /* r_debug's r_brk: the loader changed the set of objects */
+	F_UNWIND,    /* an unwinder starts (exception raised, forced unwind) */
+	F_BACKTRACE, /* _Unwind_Backtrace: walks the stack and returns */
+	F_CATCH,     /* __cxa_begin_catch: the exception landed; frames below are gone */
+	F_REHOOK,    /* where _Unwind_Backtrace returns to: hook the frames again */
+};
+
+struct object {
+	char *path;
+	const char *base; /* in path */
+	uint64_t lo, hi;  /* executable mapping */
+	uint64_t bias;
+	bool main, seen;
+};
+
+struct stat_ent {
+	char *object, *function;
+	uint64_t calls, returns, errors, total, min, max;
+	struct stat_ent *next;
+};
+
+struct func {
+	uint64_t addr;
+	enum fkind kind;
+	bool hooked; /* the return is hooked */
+	bool proto_done;
+	char *name;
+	struct object *obj;
+	const struct tp_proto *proto;
+	struct stat_ent *stat;
+};
+
+/* One process image (a pid between execs). */
+struct image {
+	pid_t pid;
+	char exe[PATH_MAX];
+	struct tp_bps *bps;
+	struct object **objs;
+	int nobjs;
+	struct object *libc, *ldso;
+	struct func **ftab; /* open addressing on addr */
+	unsigned fcap, fn;
+	char **imports; /* the program's undefined dynamic symbols */
+	int nimports;
+	bool is_static;
+	bool live; /* past the loader's start-up: IFUNC resolvers may be called */
+	uint64_t entry;
+	uint64_t rdebug, rbrk;
+	pid_t watch_tid; /* a watchpoint waits for ld.so to set r_brk */
+	int errno_state; /* 0 unknown, 1 errno_tpoff valid, -1 unavailable */
+	int64_t errno_tpoff;
+	struct tp_unwinder *uw;
+	bool exit_reported;
+};
+
+/* A call in flight. */
+struct rec {
+	struct tracepad_call c;
+	struct func *f;
+	char args[512];
+	uint64_t pcs[64];
+	int npcs;
+};
+
+struct thread {
+	pid_t tid, pid;
+	struct image *img;
+	bool report;	  /* calls are printed (not an unfollowed vfork child) */
+	bool exiting;	  /* reported its exit stop */
+	struct rec *recs; /* mirrors the bp module's shadow stack */
+	unsigned n, cap;
+	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
+};
+
+struct plugin {
+	struct tracepad_plugin pl;
+	void *dl;
+};
+
+struct session {
+	const struct tp_calls_opts *o;
+	struct tp_proc *p;
+	struct tp_select *sel;
+	struct tp_protos *protos;
+	struct tp_symtab *symtab; /* for --bt and plugins' symbolize */
+	pid_t symtab_pid;
+	unsigned symtab_gen, objects_gen; /* objects_gen: bumped when objects come or go */
+	struct thread *cur;		  /* the thread of the stop being handled */
+	struct user_regs_struct cur_regs; /* its registers, pc at the function or return */
+	struct image **imgs;
+	int nimgs;
+	struct thread **threads;
+	int nthreads;
+	struct thread *last;
+	struct stat_ent *stats;
+	pid_t *pids; /* every traced process, for the summary */
+	int npids;
+	struct plugin *plugins;
+	int nplugins;
+	struct tracepad_host host;
+	bool need_args; /* lines are printed or recorded: format arguments and returns */
+	unsigned ntraced, insert_failed;
+	int insert_err;
+	char insert_what[256];
+	struct calls_trace *trace;
+	int status; /* exit status of the launched program */
+	bool launched;
+};
+
+uint64_t tp_calls_now_ns(void);
+struct func *tp_calls_func_find(struct image *im, uint64_t addr);
+int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid);
+struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool live);
+struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t pid);
+void tp_calls_image_free(struct session *s, struct image *im);
+struct image *tp_calls_image_of(struct session *s, pid_t pid);
+int tp_calls_watch_hit(struct session *s, struct image *im, pid_t tid);
+int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct object *o,
+		      uint64_t addr, const char *name, enum fkind kind);
+struct object *tp_calls_object_at(struct image *im, uint64_t addr);
+void tp_calls_resolved(struct session *s, struct image *im, pid_t tid, struct func *resolver,
+		       uint64_t impl);
+
+/* trace.c: --trace DIR */
+struct calls_trace;
+int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace **out);
+void tp_calls_trace_call(struct calls_trace *t, const struct rec *r);
+void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret);
+int tp_calls_trace_close(struct calls_trace *t);
+
+#endif

@@ -1,0 +1,1065 @@
+/* `tracepad calls`: the event loop over the traced processes, the entry and return stops,
+ * the lines and the summary, plugins; detaching cleanly on every way out. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "calls/engine.h"
+#include "common/log.h"
+#include "plugins/plugins.h"
+
+#ifndef TRAP_HWBKPT
+#define TRAP_HWBKPT 4
+#endif
+
+static volatile sig_atomic_t alarm_fired;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarm_fired = 1;
+}
+
+/* ---- threads ---- */
+
+static struct thread *thread_find(struct session *s, pid_t tid)
+{
+	if (s->last && s->last->tid == tid)
+		return s->last;
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i]->tid == tid)
+			return s->last = s->threads[i];
+	return NULL;
+}
+
+static struct thread *thread_add(struct session *s, pid_t tid, pid_t pid, struct image *im,
+				 bool report)
+{
+	struct thread *t = calloc(1, sizeof(*t));
+	struct thread **n = realloc(s->threads, (s->nthreads + 1) * sizeof(*n));
+
+	if (!t || !n)
+		abort();
+	s->threads = n;
+	t->tid = tid;
+	t->pid = pid;
+	t->img = im;
+	t->report = report;
+	s->threads[s->nthreads++] = t;
+	return t;
+}
+
+static void thread_del(struct session *s, struct thread *t)
+{
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i] == t) {
+			s->threads[i] = s->threads[--s->nthreads];
+			break;
+		}
+	if (s->last == t)
+		s->last = NULL;
+	free(t->recs);
+	free(t);
+}
+
+static struct rec *rec_push(struct thread *t)
+{
+	if (t->n == t->cap) {
+		t->cap = t->cap ? 2 * t->cap : 16;
+		t->recs = realloc(t->recs, t->cap * sizeof(*t->recs));
+		if (!t->recs)
+			abort();
+	}
+	return &t->recs[t->n++];
+}
+
+static void recs_copy(struct thread *to, const struct thread *from)
+{
+	to->n = 0;
+	for (unsigned i = 0; i < from->n; i++) {
+		struct rec *r = rec_push(to);
+
+		*r = from->recs[i];
+		r->c.tid = to->tid;
+		r->c.pid = to->pid;
+	}
+}
+
+static void add_pid(struct session *s, pid_t pid)
+{
+	for (int i = 0; i < s->npids; i++)
+		if (s->pids[i] == pid)
+			return;
+	s->pids = realloc(s->pids, (s->npids + 1) * sizeof(*s->pids));
+	if (!s->pids)
+		abort();
+	s->pids[s->npids++] = pid;
+}
+
+/* ---- plugins' host ---- */
+
+static long host_read(void *ctx, int pid, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	return tp_proc_read(pid, addr, buf, len);
+}
+
+static int host_select(void *ctx, const char *pattern)
+{
+	struct session *s = ctx;
+	char err[256];
+	int r = tp_select_add(s->sel, pattern, err, sizeof(err));
+
+	if (r)
+		tp_err("%s", err);
+	return r;
+}
+
+static bool subst_return(void *arg, pid_t tid, uint64_t addr, uint64_t *val)
+{
+	struct image *im = arg;
+
+	return tp_bp_real_return(im->bps, tid, addr, val);
+}
+
+static int backtrace_of(struct session *s, struct thread *t, struct user_regs_struct *regs,
+			uint64_t *pcs, int max)
+{
+	struct image *im = t->img;
+
+	if (!im->uw) {
+		im->uw = tp_unwinder_new(im->pid);
+		if (!im->uw)
+			return -errno;
+	}
+	(void)s;
+	return tp_unwinder_backtrace(im->uw, t->tid, regs, subst_return, im, pcs, max);
+}
+
+static int host_backtrace(void *ctx, int tid, uint64_t *pcs, int max)
+{
+	struct session *s = ctx;
+	struct thread *t = thread_find(s, tid);
+	struct user_regs_struct regs;
+
+	if (!t)
+		return -ESRCH;
+	if (t == s->cur) {
+		regs = s->cur_regs;
+	} else if (tp_proc_get_regs(tid, &regs)) {
+		return -ESRCH;
+	}
+	return backtrace_of(s, t, &regs, pcs, max);
+}
+
+static struct tp_symtab *symtab_of(struct session *s, pid_t pid)
+{
+	if (!s->symtab) {
+		s->symtab = tp_symtab_new();
+		if (!s->symtab)
+			return NULL;
+	}
+	if (s->symtab_pid != pid || s->symtab_gen != s->objects_gen) {
+		tp_symtab_load_pid(s->symtab, pid);
+		s->symtab_pid = pid;
+		s->symtab_gen = s->objects_gen;
+	}
+	return s->symtab;
+}
+
+static int symbolize(struct session *s, int pid, uint64_t pc, char *buf, size_t len)
+{
+	struct tp_symtab *st = symtab_of(s, pid);
+	struct tp_symloc loc;
+	int n;
+
+	if (!st || tp_symtab_lookup(st, pc, true, &loc))
+		return snprintf(buf, len, "0x%" PRIx64, pc);
+	if (loc.function)
+		n = snprintf(buf, len, "%s:%s+0x%" PRIx64, tp_select_base(loc.object), loc.function,
+			     loc.offset);
+	else
+		n = snprintf(buf, len, "%s+0x%" PRIx64, tp_select_base(loc.object), loc.offset);
+	if (loc.file && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - n, " (%s:%d)", tp_select_base(loc.file), loc.line);
+	return n;
+}
+
+static int host_symbolize(void *ctx, int pid, uint64_t pc, char *buf, size_t len)
+{
+	return symbolize(ctx, pid, pc, buf, len) < 0 ? -EIO : 0;
+}
+
+static int host_regs(void *ctx, int tid, uint64_t *regs, size_t nregs)
+{
+	struct user_regs_struct r;
+	size_t n = sizeof(r) / sizeof(uint64_t);
+	int e;
+
+	(void)ctx;
+	e = tp_proc_get_regs(tid, &r);
+	if (e)
+		return e;
+	memcpy(regs, &r, (nregs < n ? nregs : n) * sizeof(uint64_t));
+	return 0;
+}
+
+static int host_threads(void *ctx, int pid, int *tids, int max)
+{
+	struct session *s = ctx;
+	pid_t buf[1024];
+	int n = tp_proc_tasks_of(s->p, pid, buf, 1024);
+
+	for (int i = 0; i < n && i < max && i < 1024; i++)
+		tids[i] = buf[i];
+	return n;
+}
+
+static const struct {
+	const char *name;
+	int (*init)(const struct tracepad_host *, const char *, struct tracepad_plugin *);
+} builtin_plugins[] = {
+    {"memory", tp_plugin_memory_init},
+};
+
+static int plugin_load(struct session *s, const char *spec)
+{
+	int (*init)(const struct tracepad_host *, const char *, struct tracepad_plugin *) = NULL;
+	char *name = strdup(spec), *args;
+	struct plugin pl = {0};
+	int r;
+
+	if (!name)
+		return -ENOMEM;
+	args = strchr(name, ':');
+	if (args)
+		*args++ = 0;
+	if (strchr(name, '/')) {
+		pl.dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+		if (!pl.dl) {
+			tp_err("cannot load plugin %s: %s", name, dlerror());
+			free(name);
+			return -ENOENT;
+		}
+		*(void **)&init = dlsym(pl.dl, "tracepad_plugin_init");
+		if (!init) {
+			tp_err("plugin %s has no tracepad_plugin_init()", name);
+			dlclose(pl.dl);
+			free(name);
+			return -ENOENT;
+		}
+	} else {
+		for (size_t i = 0; i < sizeof(builtin_plugins) / sizeof(builtin_plugins[0]); i++)
+			if (!strcmp(builtin_plugins[i].name, name))
+				init = builtin_plugins[i].init;
+		if (!init) {
+			tp_err(
+			    "unknown plugin '%s' (built-in: memory; or a path to a shared object)",
+			    name);
+			free(name);
+			return -ENOENT;
+		}
+	}
+	r = init(&s->host, args, &pl.pl);
+	if (r) {
+		tp_err("plugin %s: initialisation failed: %s", name, strerror(r < 0 ? -r : r));
+		if (pl.dl)
+			dlclose(pl.dl);
+		free(name);
+		return r < 0 ? r : -r;
+	}
+	free(name);
+	s->plugins = realloc(s->plugins, (s->nplugins + 1) * sizeof(*s->plugins));
+	if (!s->plugins)
+		abort();
+	s->plugins[s->nplugins++] = pl;
+	return 0;
+}
+
+#define EACH_PLUGIN(s, cb, ...)                                                                    \
+	do {                                                                                       \
+		for (int i_ = 0; i_ < (s)->nplugins; i_++)                                         \
+			if ((s)->plugins[i_].pl.cb)                                                \
+				(s)->plugins[i_].pl.cb((s)->plugins[i_].pl.priv, __VA_ARGS__);     \
+	} while (0)
+
+/* ---- output ---- */
+
+static void print_line(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
+		       const char *tail)
+{
+	FILE *out = s->o->out;
+
+	fprintf(out, "[%d] %*s%s:%s(%s)%s\n", t->tid, (int)(2 * depth), "", rc->f->obj->base,
+		rc->f->name, rc->args, tail);
+	for (int i = 1; i < rc->npcs; i++) {
+		char buf[512];
+
+		symbolize(s, t->pid, rc->pcs[i], buf, sizeof(buf));
+		fprintf(out, "[%d] %*s    at %s\n", t->tid, (int)(2 * depth), "", buf);
+	}
+}
+
+/* Calls of @t above index @keep that will never return here (longjmp, exception, exit). */
+static void drop_recs(struct session *s, struct thread *t, unsigned keep, const char *why)
+{
+	while (t->n > keep) {
+		struct rec *rc = &t->recs[--t->n];
+
+		if (!t->report || rc->f->kind != F_TRACED)
+			continue;
+		if (!s->o->summary)
+			print_line(s, t, rc, t->n, why);
+		if (s->trace)
+			tp_calls_trace_return(s->trace, rc, why + 3);
+	}
+}
+
+static struct stat_ent *stat_of(struct session *s, struct func *f)
+{
+	struct stat_ent *e;
+
+	if (f->stat)
+		return f->stat;
+	for (e = s->stats; e; e = e->next)
+		if (!strcmp(e->function, f->name) && !strcmp(e->object, f->obj->base))
+			return f->stat = e;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		abort();
+	e->object = strdup(f->obj->base);
+	e->function = strdup(f->name);
+	e->min = UINT64_MAX;
+	e->next = s->stats;
+	s->stats = e;
+	return f->stat = e;
+}
+
+static const struct tp_proto *proto_of(struct session *s, struct func *f)
+{
+	if (!f->proto_done) {
+		f->proto = tp_protos_find(s->protos, f->obj->path, f->name, f->addr - f->obj->bias);
+		f->proto_done = true;
+	}
+	return f->proto;
+}
+
+static bool get_fp(pid_t tid, const struct tp_proto *p, struct user_fpregs_struct *fp)
+{
+	return p && tp_proto_needs_fp(p) && !ptrace(PTRACE_GETFPREGS, tid, 0, fp);
+}
+
+/* ---- stops ---- */
+
+static void on_entry(struct session *s, struct thread *t, struct func *f,
+		     const struct tp_bp_stop *st, struct user_regs_struct *regs, uint64_t now)
+{
+	struct image *im = t->img;
+	struct rec tmp, *rc;
+	uint64_t caller = 0;
+
+	if (f->hooked) {
+		drop_recs(s, t, st->depth - 1, " = <unwound>");
+		rc = rec_push(t);
+	} else {
+		rc = &tmp;
+	}
+	if (!tp_bp_real_return(im->bps, t->tid, regs->rsp, &caller))
+		tp_proc_read(im->pid, regs->rsp, &caller, 8);
+	rc->f = f;
+	rc->npcs = 0;
+	rc->args[0] = 0;
+	rc->c = (struct tracepad_call){
+	    .pid = t->pid,
+	    .tid = t->tid,
+	    .object = f->obj->base,
+	    .function = f->name,
+	    .func = f->addr,
+	    .args = {regs->rdi, regs->rsi, regs->rdx, regs->rcx, regs->r8, regs->r9},
+	    .sp = regs->rsp,
+	    .caller = caller,
+	    .depth = f->hooked ? t->n - 1 : t->n,
+	    .entry_ns = now,
+	};
+	if (!t->report)
+		return;
+	stat_of(s, f)->calls++;
+	if (s->need_args) {
+		const struct tp_proto *p = proto_of(s, f);
+		struct user_fpregs_struct fp;
+
+		tp_proto_format_args(p, t->pid, regs, get_fp(t->tid, p, &fp) ? &fp : NULL, rc->args,
+				     sizeof(rc->args));
+	}
+	if (s->o->bt) {
+		struct user_regs_struct r = *regs;
+		int n;
+
+		r.rip = f->addr;
+		n = backtrace_of(s, t, &r, rc->pcs, s->o->bt + 1 < 64 ? s->o->bt + 1 : 64);
+		rc->npcs = n > 0 ? n : 0;
+	}
+	EACH_PLUGIN(s, call, &rc->c);
+	if (s->trace)
+		tp_calls_trace_call(s->trace, rc);
+	if (!s->o->summary && (s->o->entry || !f->hooked)) {
+		int npcs = rc->npcs;
+
+		if (f->hooked)
+			rc->npcs = 0; /* the backtrace goes with the completed call */
+		print_line(s, t, rc, rc->c.depth, f->hooked ? " ..." : "");
+		rc->npcs = npcs;
+	}
+}
+
+static int errno_of(struct session *s, struct thread *t, const struct user_regs_struct *regs)
+{
+	struct image *im = t->img;
+	int32_t v;
+
+	(void)s;
+	if (!im->errno_state) {
+		im->errno_state = -1;
+		if (im->libc &&
+		    !tp_errno_tpoff(im->pid, im->libc->path, im->libc->bias, &im->errno_tpoff))
+			im->errno_state = 1;
+	}
+	if (im->errno_state < 0 ||
+	    tp_proc_read(im->pid, regs->fs_base + im->errno_tpoff, &v, 4) != 4)
+		return -1;
+	return v;
+}
+
+static void on_return(struct session *s, struct thread *t, const struct tp_bp_stop *st,
+		      struct user_regs_struct *regs, uint64_t now)
+{
+	struct image *im = t->img;
+	char ret[600], tail[700];
+	struct stat_ent *e;
+	struct rec *rc;
+	bool failed = false;
+	int k = -1;
+
+	for (int i = (int)t->n - 1; i >= (int)st->depth; i--)
+		if (t->recs[i].c.sp == st->sp) {
+			k = i;
+			break;
+		}
+	if (k < 0) {
+		/* A call whose record was dropped (its frame looked unwound). */
+		drop_recs(s, t, st->depth, " = <unwound>");
+		return;
+	}
+	drop_recs(s, t, k + 1, " = <unwound>");
+	rc = &t->recs[k];
+	rc->c.retval = st->rax;
+	rc->c.return_ns = now;
+	if (rc->f->kind == F_RESOLVER) {
+		tp_calls_resolved(s, im, t->tid, rc->f, st->rax);
+		goto out;
+	}
+	if (!t->report)
+		goto out;
+	{
+		const struct tp_proto *p = proto_of(s, rc->f);
+		struct user_fpregs_struct fp;
+		uint64_t d = now - rc->c.entry_ns;
+		int err = -1;
+
+		regs->rip = st->ret_addr;
+		if (p && tp_proto_failed(p, regs))
+			err = errno_of(s, t, regs);
+		if (s->need_args)
+			tp_proto_format_ret(p, t->pid, regs, get_fp(t->tid, p, &fp) ? &fp : NULL,
+					    err, ret, sizeof(ret), &failed);
+		else
+			failed = p && tp_proto_failed(p, regs);
+		e = stat_of(s, rc->f);
+		e->returns++;
+		e->errors += failed;
+		e->total += d;
+		if (d < e->min)
+			e->min = d;
+		if (d > e->max)
+			e->max = d;
+		EACH_PLUGIN(s, ret, &rc->c);
+		if (s->trace)
+			tp_calls_trace_return(s->trace, rc, s->need_args ? ret : "");
+		if (!s->o->summary) {
+			if (s->o->durations)
+				snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">",
+					 ret, d / 1000000000u, d / 1000 % 1000000);
+			else
+				snprintf(tail, sizeof(tail), " = %s", ret);
+			print_line(s, t, rc, k, tail);
+		}
+	}
+out:
+	t->n = k;
+	drop_recs(s, t, st->depth, " = <unwound>");
+}
+
+static int on_breakpoint(struct session *s, const struct tp_event *ev)
+{
+	struct thread *t = thread_find(s, ev->tid);
+	struct user_regs_struct regs;
+	struct tp_bp_stop st;
+	struct image *im;
+	uint64_t now, stop_sp;
+	struct func *f;
+	int r;
+
+	if (!t)
+		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+	im = t->img;
+	if (tp_proc_get_regs(ev->tid, &regs))
+		return 0; /* killed meanwhile: its exit follows */
+	stop_sp = regs.rip - 1 == tp_bp_trampoline(im->bps) ? regs.rsp - 8 : regs.rsp;
+	if (t->rehook_at && stop_sp >= t->rehook_at) {
+		tp_bp_rehook_thread(im->bps, t->tid, stop_sp - 1);
+		t->rehook_at = 0;
+	}
+	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY, &st);
+	if (r == 0)
+		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+	if (r < 0) {
+		if (r == -ESRCH)
+			return 0;
+		tp_err("thread %d at 0x%llx: %s", ev->tid, (unsigned long long)regs.rip,
+		       r == -ENOENT ? "a return through tracepad's trampoline with no call known"
+				    : strerror(-r));
+		return r;
+	}
+	now = tp_calls_now_ns();
+	s->cur = t;
+	s->cur_regs = regs;
+	s->cur_regs.rip = st.kind == TP_BP_STOP_ENTRY ? st.func : st.ret_addr;
+	if (st.kind == TP_BP_STOP_RETURN) {
+		on_return(s, t, &st, &regs, now);
+	} else if ((f = tp_calls_func_find(im, st.func))) {
+		switch (f->kind) {
+		case F_TRACED:
+			on_entry(s, t, f, &st, &regs, now);
+			break;
+		case F_RESOLVER:
+			drop_recs(s, t, st.depth - 1, " = <unwound>");
+			*rec_push(t) = (struct rec){.f = f, .c = {.sp = regs.rsp, .tid = t->tid}};
+			break;
+		case F_RBRK: {
+			int32_t state = -1;
+
+			/* RT_CONSISTENT (0): the loader is done adding or removing objects. */
+			if (tp_proc_read(im->pid, im->rdebug + 24, &state, 4) == 4 && state == 0) {
+				im->live = true;
+				tp_calls_objects_sync(s, im, t->tid);
+				s->objects_gen++;
+			}
+			break;
+		}
+		case F_UNWIND:
+			tp_bp_unhook_thread(im->bps, t->tid);
+			break;
+		case F_BACKTRACE: {
+			uint64_t back = 0;
+			struct object *bo;
+
+			tp_bp_unhook_thread(im->bps, t->tid);
+			t->rehook_at = regs.rsp;
+			/* Hook the frames again as soon as it returns: a breakpoint where it
+			 * returns to (else at the thread's next stop above it). */
+			if (!tp_bp_real_return(im->bps, t->tid, regs.rsp, &back))
+				tp_proc_read(im->pid, regs.rsp, &back, 8);
+			bo = tp_calls_object_at(im, back);
+			if (bo && !tp_calls_func_find(im, back))
+				tp_calls_func_add(s, im, t->tid, bo, back,
+						  "<after _Unwind_Backtrace>", F_REHOOK);
+			break;
+		}
+		case F_REHOOK:
+			if (t->rehook_at) {
+				tp_bp_rehook_thread(im->bps, t->tid, regs.rsp - 1);
+				t->rehook_at = 0;
+			}
+			break;
+		case F_CATCH:
+			tp_bp_rehook_thread(im->bps, t->tid, regs.rsp - 1);
+			drop_recs(s, t, tp_bp_depth(im->bps, t->tid), " = <unwound>");
+			break;
+		}
+	}
+	s->cur = NULL;
+	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+}
+
+static void image_release(struct session *s, struct image *im)
+{
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i]->img == im)
+			return;
+	tp_calls_image_free(s, im);
+}
+
+static int on_fork(struct session *s, const struct tp_event *ev)
+{
+	struct thread *pt = thread_find(s, ev->tid), *ct;
+	pid_t child = ev->new_tid;
+	bool traced = false;
+	pid_t tids[1];
+
+	traced = tp_proc_tasks_of(s->p, child, tids, 1) > 0;
+	if (!pt || !traced)
+		goto resume;
+	if (ev->vm_shared) {
+		/* vfork: the child runs on the parent's memory and stack until it execs. */
+		ct = thread_add(s, child, child, pt->img, s->o->follow);
+		tp_bp_copy_shadow(pt->img->bps, pt->tid, pt->img->bps, child);
+		recs_copy(ct, pt);
+	} else {
+		struct image *ci = tp_calls_image_fork(s, pt->img, child);
+
+		tp_bp_copy_shadow(pt->img->bps, pt->tid, ci->bps, child);
+		if (s->o->follow) {
+			ct = thread_add(s, child, child, ci, true);
+			recs_copy(ct, pt);
+			add_pid(s, child);
+			EACH_PLUGIN(s, process, child, TRACEPAD_PROC_START);
+		} else {
+			/* Not followed: the child gets its original bytes back and goes. */
+			int r = tp_bp_remove_all(ci->bps);
+
+			if (r)
+				tp_warn("child %d: restoring its memory: %s", child, strerror(-r));
+			tp_proc_detach_tgid(s->p, child);
+			tp_calls_image_free(s, ci);
+			tp_proc_resume_all(s->p);
+			traced = false;
+		}
+	}
+resume:
+	if (traced)
+		tp_proc_resume(s->p, child, TP_RESUME_CONT, 0);
+	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+}
+
+static int on_exec(struct session *s, const struct tp_event *ev)
+{
+	struct thread *t = thread_find(s, ev->old_tid ? ev->old_tid : ev->tid);
+	struct image *old;
+
+	if (!t)
+		t = thread_add(s, ev->tid, ev->pid, NULL, true);
+	old = t->img;
+	/* The other threads of the process are gone without exit reports. */
+	for (int i = 0; i < s->nthreads;) {
+		struct thread *o = s->threads[i];
+
+		if (o != t && o->pid == ev->pid) {
+			thread_del(s, o);
+			continue;
+		}
+		i++;
+	}
+	t->tid = ev->tid;
+	t->n = 0;
+	t->rehook_at = 0;
+	if (old && old->pid != ev->pid) {
+		/* A vfork child leaves its parent's memory. */
+		tp_bp_drop_thread(old->bps, ev->old_tid ? ev->old_tid : ev->tid);
+		if (!s->o->follow) {
+			thread_del(s, t);
+			return tp_proc_detach_tgid(s->p, ev->pid);
+		}
+	}
+	t->img = NULL;
+	if (old)
+		image_release(s, old);
+	t->img = tp_calls_image_new(s, ev->pid, ev->tid, false);
+	t->report = true;
+	add_pid(s, ev->pid);
+	EACH_PLUGIN(s, process, ev->pid, TRACEPAD_PROC_START);
+	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+}
+
+static void on_exit_stop(struct session *s, const struct tp_event *ev)
+{
+	struct thread *t = thread_find(s, ev->tid);
+	pid_t tids[256];
+	int n;
+	bool all = true;
+
+	if (!t)
+		return;
+	t->exiting = true;
+	drop_recs(s, t, 0, " = <no return>");
+	if (!t->report)
+		return;
+	EACH_PLUGIN(s, thread, t->pid, t->tid, TRACEPAD_THREAD_EXIT);
+	if (t->img->pid != t->pid)
+		return;
+	n = tp_proc_tasks_of(s->p, t->pid, tids, 256);
+	for (int i = 0; i < n && i < 256; i++) {
+		struct thread *o = thread_find(s, tids[i]);
+
+		if (o && !o->exiting)
+			all = false;
+	}
+	if (all && !t->img->exit_reported) {
+		t->img->exit_reported = true;
+		s->cur = t;
+		EACH_PLUGIN(s, process, t->pid, TRACEPAD_PROC_EXIT);
+		s->cur = NULL;
+	}
+}
+
+static void on_exited(struct session *s, const struct tp_event *ev)
+{
+	struct thread *t = thread_find(s, ev->tid);
+	struct image *im;
+
+	if (ev->leader && ev->pid == tp_proc_pid(s->p) && s->launched)
+		s->status = ev->status;
+	if (!t)
+		return;
+	im = t->img;
+	drop_recs(s, t, 0, " = <no return>");
+	if (im)
+		tp_bp_drop_thread(im->bps, t->tid);
+	thread_del(s, t);
+	if (im)
+		image_release(s, im);
+}
+
+static int handle(struct session *s, const struct tp_event *ev)
+{
+	struct thread *t;
+
+	switch (ev->kind) {
+	case TP_EV_BREAKPOINT:
+		return on_breakpoint(s, ev);
+	case TP_EV_SIGNAL:
+		t = thread_find(s, ev->tid);
+		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&
+		    t->img->watch_tid == ev->tid) {
+			tp_calls_watch_hit(s, t->img, ev->tid);
+			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		}
+		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, ev->sig);
+	case TP_EV_CLONE:
+		t = thread_find(s, ev->tid);
+		if (t && !thread_find(s, ev->new_tid)) {
+			thread_add(s, ev->new_tid, t->pid, t->img, t->report);
+			if (t->report)
+				EACH_PLUGIN(s, thread, t->pid, ev->new_tid, TRACEPAD_THREAD_START);
+		}
+		tp_proc_resume(s->p, ev->new_tid, TP_RESUME_CONT, 0);
+		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+	case TP_EV_FORK:
+		return on_fork(s, ev);
+	case TP_EV_EXEC:
+		return on_exec(s, ev);
+	case TP_EV_EXIT:
+		on_exit_stop(s, ev);
+		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+	case TP_EV_EXITED:
+		on_exited(s, ev);
+		return 0;
+	default:
+		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+	}
+}
+
+/* ---- summary ---- */
+
+static int cmp_stat(const void *a, const void *b)
+{
+	const struct stat_ent *x = *(struct stat_ent *const *)a, *y = *(struct stat_ent *const *)b;
+
+	if (x->total != y->total)
+		return x->total < y->total ? 1 : -1;
+	if (x->calls != y->calls)
+		return x->calls < y->calls ? 1 : -1;
+	return strcmp(x->function, y->function);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", *s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+static void print_summary(struct session *s)
+{
+	struct stat_ent **v = NULL, *e;
+	FILE *f = s->o->out;
+	int n = 0;
+
+	for (e = s->stats; e; e = e->next)
+		n++;
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return;
+	n = 0;
+	for (e = s->stats; e; e = e->next)
+		v[n++] = e;
+	qsort(v, n, sizeof(*v), cmp_stat);
+	if (s->o->json) {
+		fputs("{\"pids\": [", f);
+		for (int i = 0; i < s->npids; i++)
+			fprintf(f, "%s%d", i ? ", " : "", s->pids[i]);
+		fputs("], \"functions\": [", f);
+		for (int i = 0; i < n; i++) {
+			e = v[i];
+			fputs(i ? ",\n  {\"object\": " : "\n  {\"object\": ", f);
+			json_str(f, e->object);
+			fputs(", \"function\": ", f);
+			json_str(f, e->function);
+			fprintf(f,
+				", \"calls\": %" PRIu64 ", \"returns\": %" PRIu64
+				", \"errors\": %" PRIu64 ", \"total_ns\": %" PRIu64
+				", \"avg_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
+				", \"max_ns\": %" PRIu64 "}",
+				e->calls, e->returns, e->errors, e->total,
+				e->returns ? e->total / e->returns : 0, e->returns ? e->min : 0,
+				e->max);
+		}
+		fputs("]}\n", f);
+	} else {
+		fprintf(f, "%10s %8s %12s %10s %10s %10s  %s\n", "calls", "errors", "total s",
+			"avg us", "min us", "max us", "function");
+		for (int i = 0; i < n; i++) {
+			e = v[i];
+			fprintf(
+			    f, "%10" PRIu64 " %8" PRIu64 " %12.6f %10.2f %10.2f %10.2f  %s:%s\n",
+			    e->calls, e->errors, e->total / 1e9,
+			    e->returns ? e->total / 1e3 / e->returns : 0.0,
+			    e->returns ? e->min / 1e3 : 0.0, e->max / 1e3, e->object, e->function);
+		}
+	}
+	free(v);
+}
+
+/* ---- the job ---- */
+
+static bool processes_left(struct session *s)
+{
+	pid_t t[1];
+
+	return s->p && tp_proc_tasks(s->p, t, 1) > 0;
+}
+
+/* Take every breakpoint out of every live process and detach. */
+static int leave(struct session *s)
+{
+	int err = 0;
+
+	for (int i = 0; i < s->nimgs; i++) {
+		struct image *im = s->imgs[i];
+		pid_t t[1];
+		int r;
+
+		if (tp_proc_tasks_of(s->p, im->pid, t, 1) <= 0)
+			continue;
+		if (im->watch_tid)
+			ptrace(PTRACE_POKEUSER, im->watch_tid, offsetof(struct user, u_debugreg[7]),
+			       0);
+		r = tp_bp_remove_all(im->bps);
+		if (r) {
+			tp_err("process %d: restoring its memory: %s", im->pid, strerror(-r));
+			err = r;
+		}
+		EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_DETACH);
+	}
+	tp_proc_detach(s->p);
+	s->p = NULL;
+	return err;
+}
+
+static int start(struct session *s)
+{
+	const struct tp_calls_opts *o = s->o;
+	unsigned opts = TP_PROC_FOLLOW_FORK | TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT;
+	struct image *im;
+	pid_t tids[4096];
+	int r, n;
+
+	if (o->pid) {
+		r = tp_proc_attach(o->pid, opts, &s->p);
+		if (r == -EPERM) {
+			char why[256];
+
+			if (!tp_proc_perm_reason(o->pid, why, sizeof(why)))
+				tp_err("cannot attach to %d: %s", o->pid, why);
+			else
+				tp_err("cannot attach to %d: %s", o->pid, strerror(-r));
+			return r;
+		}
+		if (r) {
+			tp_err("cannot attach to %d: %s", o->pid,
+			       r == -ESRCH ? "no such process" : strerror(-r));
+			return r;
+		}
+	} else {
+		struct tp_launch l = {.argv = o->argv, .cpu = -1, .opts = opts};
+
+		r = tp_proc_launch(&l, &s->p);
+		if (r) {
+			tp_err("cannot run %s: %s", o->argv[0],
+			       r == -ENOEXEC ? "not an executable format tracepad can run"
+					     : strerror(-r));
+			return r;
+		}
+		s->launched = true;
+	}
+	im = tp_calls_image_new(s, tp_proc_pid(s->p), tp_proc_pid(s->p), o->pid != 0);
+	add_pid(s, im->pid);
+	n = tp_proc_tasks(s->p, tids, 4096);
+	for (int i = 0; i < n && i < 4096; i++)
+		thread_add(s, tids[i], im->pid, im, true);
+	EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_START);
+	for (int i = 0; i < n && i < 4096; i++)
+		EACH_PLUGIN(s, thread, im->pid, tids[i], TRACEPAD_THREAD_START);
+	if (s->insert_failed)
+		tp_warn("%u selected functions cannot be traced (%s: %s)", s->insert_failed,
+			s->insert_what, strerror(-s->insert_err));
+	/* The injections of the SSOL mappings left the first task in a reported stop. */
+	tp_proc_resume(s->p, im->pid, TP_RESUME_CONT, 0);
+	return tp_proc_resume_all(s->p);
+}
+
+int tp_calls_run(const struct tp_calls_opts *o)
+{
+	struct session s = {.o = o};
+	char err[256];
+	int r = 0, ret = 0;
+	struct sigaction sa = {.sa_handler = on_alarm};
+
+	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
+	if (!s.sel) {
+		tp_err("%s", err);
+		return 1;
+	}
+	s.protos = tp_protos_new();
+	s.need_args = !o->summary || o->trace_dir;
+	s.host = (struct tracepad_host){
+	    .abi = TRACEPAD_PLUGIN_ABI,
+	    .ctx = &s,
+	    .out = o->out,
+	    .read = host_read,
+	    .select = host_select,
+	    .backtrace = host_backtrace,
+	    .symbolize = host_symbolize,
+	    .regs = host_regs,
+	    .threads = host_threads,
+	};
+	for (int i = 0; i < o->nplugins && !r; i++)
+		r = plugin_load(&s, o->plugins[i]);
+	if (!r && o->trace_dir)
+		r = tp_calls_trace_open(&s, o->trace_dir, &s.trace);
+	if (!r)
+		r = start(&s);
+	if (r) {
+		ret = 1;
+		goto out;
+	}
+	if (o->pid && o->duration > 0) {
+		struct itimerval it = {
+		    .it_value = {.tv_sec = (time_t)o->duration,
+				 .tv_usec =
+				     (suseconds_t)((o->duration - (time_t)o->duration) * 1e6)}};
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+	for (;;) {
+		struct tp_event ev;
+
+		if ((o->stop && *o->stop) || alarm_fired)
+			break;
+		r = tp_proc_wait(s.p, &ev);
+		if (r == -EINTR)
+			continue;
+		if (r == -ECHILD || r == -EDEADLK) {
+			r = 0;
+			break;
+		}
+		if (r)
+			break;
+		r = handle(&s, &ev);
+		if (r && r != -ESRCH)
+			break;
+		r = 0;
+	}
+	if (r) {
+		tp_err("stopped tracing: %s", strerror(-r));
+		ret = 1;
+	}
+	if (processes_left(&s)) {
+		pid_t pid = tp_proc_pid(s.p);
+
+		if (leave(&s))
+			ret = 1;
+		if (s.launched) {
+			int st;
+
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+			s.status = st;
+		}
+	} else {
+		tp_proc_free(s.p);
+		s.p = NULL;
+	}
+	/* Calls still in flight after a detach finish untraced: they get no line. */
+	for (int i = 0; i < s.nthreads; i++)
+		s.threads[i]->n = 0;
+	if (s.launched && !ret)
+		ret = WIFSIGNALED(s.status) ? 128 + WTERMSIG(s.status) : WEXITSTATUS(s.status);
+out:
+	if (o->summary)
+		print_summary(&s);
+	for (int i = 0; i < s.nplugins; i++) {
+		if (s.plugins[i].pl.fini)
+			s.plugins[i].pl.fini(s.plugins[i].pl.priv);
+		if (s.plugins[i].dl)
+			dlclose(s.plugins[i].dl);
+	}
+	free(s.plugins);
+	if (s.trace && tp_calls_trace_close(s.trace) && !ret)
+		ret = 1;
+	fflush(o->out);
+	while (s.nthreads)
+		thread_del(&s, s.threads[0]);
+	while (s.nimgs)
+		tp_calls_image_free(&s, s.imgs[0]);
+	free(s.imgs);
+	free(s.threads);
+	free(s.pids);
+	while (s.stats) {
+		struct stat_ent *e = s.stats;
+
+		s.stats = e->next;
+		free(e->object);
+		free(e->function);
+		free(e);
+	}
+	tp_symtab_free(s.symtab);
+	tp_protos_free(s.protos);
+	tp_select_free(s.sel);
+	return ret;
+}

@@ -1,0 +1,363 @@
+/* -e patterns (globs over OBJECT:FUNCTION, '!' to deselect, applied in order) and the
+ * function symbols of an object, read with libelf from .symtab and .dynsym. */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calls/select.h"
+
+struct pat {
+	bool neg;
+	char *obj; /* NULL: any object */
+	char *fn;
+};
+
+struct tp_select {
+	struct pat *p;
+	int n;
+	bool from_default; /* the first pattern deselects: start from the default selection */
+};
+
+const char *tp_select_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+static bool glob_ok(const char *g)
+{
+	for (const char *c = g; *c; c++) {
+		if (*c == '\\' && c[1])
+			c++;
+		else if (*c == '[' && !strchr(c + 1, ']'))
+			return false;
+	}
+	return true;
+}
+
+static int add_one(struct tp_select *s, char *tok, char *err, size_t errlen)
+{
+	struct pat pt = {0}, *n;
+	char *colon;
+
+	if (*tok == '!') {
+		pt.neg = true;
+		tok++;
+	}
+	colon = strchr(tok, ':');
+	if (colon && strchr(colon + 1, ':')) {
+		snprintf(err, errlen, "bad pattern '%s': more than one ':'", tok);
+		return -EINVAL;
+	}
+	if (colon)
+		*colon = 0;
+	if (!*tok || (colon && !colon[1])) {
+		snprintf(err, errlen, "bad pattern '%s%s': empty %s", colon ? tok : "",
+			 colon ? ":" : "",
+			 *tok	 ? "function"
+			 : colon ? "object"
+				 : "pattern");
+		return -EINVAL;
+	}
+	if (!glob_ok(tok) || (colon && !glob_ok(colon + 1))) {
+		snprintf(err, errlen, "bad pattern '%s': unbalanced '['", colon ? colon + 1 : tok);
+		return -EINVAL;
+	}
+	pt.obj = colon ? strdup(tok) : NULL;
+	pt.fn = strdup(colon ? colon + 1 : tok);
+	n = realloc(s->p, (s->n + 1) * sizeof(*n));
+	if (!pt.fn || (colon && !pt.obj) || !n) {
+		free(pt.obj);
+		free(pt.fn);
+		if (n)
+			s->p = n;
+		return -ENOMEM;
+	}
+	s->p = n;
+	if (!s->n)
+		s->from_default = pt.neg;
+	s->p[s->n++] = pt;
+	return 0;
+}
+
+int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen)
+{
+	char *copy = strdup(arg), *save = NULL, *tok;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	if (!*copy || copy[strlen(copy) - 1] == ',' || *copy == ',' || strstr(copy, ",,")) {
+		snprintf(err, errlen, "bad pattern '%s': empty pattern", arg);
+		free(copy);
+		return -EINVAL;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok && !r; tok = strtok_r(NULL, ",", &save))
+		r = add_one(s, tok, err, errlen);
+	free(copy);
+	return r;
+}
+
+struct tp_select *tp_select_new(char *const *args, int nargs, char *err, size_t errlen)
+{
+	struct tp_select *s = calloc(1, sizeof(*s));
+
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->from_default = true;
+	for (int i = 0; i < nargs; i++) {
+		if (tp_select_add(s, args[i], err, errlen)) {
+			tp_select_free(s);
+			return NULL;
+		}
+	}
+	return s;
+}
+
+void tp_select_free(struct tp_select *s)
+{
+	if (!s)
+		return;
+	for (int i = 0; i < s->n; i++) {
+		free(s->p[i].obj);
+		free(s->p[i].fn);
+	}
+	free(s->p);
+	free(s);
+}
+
+/* OBJECT matches the file name, the file name up to ".so" (libc for libc.so.6) or the
+ * whole path. */
+static bool obj_match(const char *glob, const char *path)
+{
+	const char *base = tp_select_base(path), *so = strstr(base, ".so");
+	char stem[256];
+
+	if (!fnmatch(glob, base, 0) || !fnmatch(glob, path, 0))
+		return true;
+	if (so && (size_t)(so - base) < sizeof(stem)) {
+		memcpy(stem, base, so - base);
+		stem[so - base] = 0;
+		return !fnmatch(glob, stem, 0);
+	}
+	return false;
+}
+
+bool tp_select_match(const struct tp_select *s, const char *obj, const char *fn, bool dflt)
+{
+	bool sel = s->from_default && dflt;
+
+	for (int i = 0; i < s->n; i++) {
+		const struct pat *pt = &s->p[i];
+
+		if ((!pt->obj || obj_match(pt->obj, obj)) && !fnmatch(pt->fn, fn, 0))
+			sel = !pt->neg;
+	}
+	return sel;
+}
+
+bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any)
+{
+	if (s->from_default && dflt_any)
+		return true;
+	for (int i = 0; i < s->n; i++)
+		if (!s->p[i].neg && (!s->p[i].obj || obj_match(s->p[i].obj, obj)))
+			return true;
+	return false;
+}
+
+/* ---- symbols ---- */
+
+struct raw {
+	uint64_t vaddr, size;
+	int rank; /* lower is a better name */
+	bool ifunc;
+	char *name;
+};
+
+static int rank_of(const GElf_Sym *sym, const char *name)
+{
+	int b = GELF_ST_BIND(sym->st_info);
+	int r = b == STB_GLOBAL ? 0 : b == STB_WEAK ? 4 : 8;
+
+	if (name[0] == '_')
+		r += name[1] == '_' ? 2 : 1;
+	return r;
+}
+
+static int cmp_raw(const void *a, const void *b)
+{
+	const struct raw *x = a, *y = b;
+
+	if (x->vaddr != y->vaddr)
+		return x->vaddr < y->vaddr ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank - y->rank;
+	return strcmp(x->name, y->name);
+}
+
+static char *unversioned(const char *name)
+{
+	const char *at = strchr(name, '@');
+
+	return at ? strndup(name, at - name) : strdup(name);
+}
+
+static int push_import(struct tp_fsyms *out, const char *name)
+{
+	const char **n;
+	char *c = unversioned(name);
+
+	if (!c)
+		return -ENOMEM;
+	n = realloc(out->imports, (out->nimports + 1) * sizeof(*n));
+	if (!n) {
+		free(c);
+		return -ENOMEM;
+	}
+	out->imports = n;
+	out->imports[out->nimports++] = c;
+	return 0;
+}
+
+static int read_table(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, bool dyn, struct raw **raws, int *nraw,
+		      int *cap, struct tp_fsyms *out)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+
+	for (size_t i = 1; data && i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+		int type;
+
+		if (!gelf_getsym(data, (int)i, &sym))
+			continue;
+		type = GELF_ST_TYPE(sym.st_info);
+		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (!name || !*name)
+			continue;
+		if (sym.st_shndx == SHN_UNDEF) {
+			if (dyn && (type == STT_FUNC || type == STT_NOTYPE) &&
+			    push_import(out, name))
+				return -ENOMEM;
+			continue;
+		}
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || !sym.st_value)
+			continue;
+		if (*nraw == *cap) {
+			int ncap = *cap ? 2 * *cap : 256;
+			struct raw *r = realloc(*raws, ncap * sizeof(*r));
+
+			if (!r)
+				return -ENOMEM;
+			*raws = r;
+			*cap = ncap;
+		}
+		struct raw *r = &(*raws)[(*nraw)++];
+
+		r->vaddr = sym.st_value;
+		r->size = sym.st_size;
+		r->ifunc = type == STT_GNU_IFUNC;
+		r->rank = rank_of(&sym, name);
+		r->name = unversioned(name);
+		if (!r->name)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int tp_fsyms_read(const char *path, struct tp_fsyms *out)
+{
+	struct raw *raws = NULL;
+	int nraw = 0, cap = 0, fd, r = 0;
+	Elf_Scn *scn = NULL;
+	Elf *elf;
+
+	memset(out, 0, sizeof(*out));
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		r = -ENOEXEC;
+		goto out;
+	}
+	while ((scn = elf_nextscn(elf, scn)) && !r) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
+			r = read_table(elf, scn, &sh, sh.sh_type == SHT_DYNSYM, &raws, &nraw, &cap,
+				       out);
+	}
+	if (r)
+		goto out;
+	qsort(raws, nraw, sizeof(*raws), cmp_raw);
+	out->f = calloc(nraw ? nraw : 1, sizeof(*out->f));
+	if (!out->f) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < nraw;) {
+		int j = i, k = 0;
+		struct tp_fsym *f = &out->f[out->n++];
+
+		while (j < nraw && raws[j].vaddr == raws[i].vaddr)
+			j++;
+		f->vaddr = raws[i].vaddr;
+		f->names = calloc(j - i, sizeof(*f->names));
+		if (!f->names) {
+			r = -ENOMEM;
+			goto out;
+		}
+		for (int m = i; m < j; m++) {
+			/* The same name from both tables once. */
+			if (k && !strcmp(f->names[k - 1], raws[m].name)) {
+				free(raws[m].name);
+			} else {
+				f->names[k++] = raws[m].name;
+			}
+			raws[m].name = NULL;
+			if (raws[m].size > f->size)
+				f->size = raws[m].size;
+			f->ifunc |= raws[m].ifunc;
+		}
+		f->nnames = k;
+		i = j;
+	}
+out:
+	for (int i = 0; i < nraw; i++)
+		free(raws[i].name);
+	free(raws);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	if (r)
+		tp_fsyms_release(out);
+	return r;
+}
+
+void tp_fsyms_release(struct tp_fsyms *fs)
+{
+	for (int i = 0; i < fs->n; i++) {
+		for (int k = 0; k < fs->f[i].nnames; k++)
+			free((char *)fs->f[i].names[k]);
+		free(fs->f[i].names);
+	}
+	free(fs->f);
+	for (int i = 0; i < fs->nimports; i++)
+		free((char *)fs->imports[i]);
+	free(fs->imports);
+	memset(fs, 0, sizeof(*fs));
+}

@@ -1,0 +1,45 @@
+/* Which functions `tracepad calls` traces: -e patterns over OBJECT:FUNCTION, and the
+ * function symbols of an ELF object they are matched against. */
+#ifndef TP_CALLS_SELECT_H
+#define TP_CALLS_SELECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct tp_select;
+
+/* Parse the -e arguments (each a comma-separated list).  On a malformed pattern returns NULL
+ * with a one-line reason in @err. */
+struct tp_select *tp_select_new(char *const *args, int nargs, char *err, size_t errlen);
+void tp_select_free(struct tp_select *s);
+/* Add one more argument (a plugin's choice), applied after the others. */
+int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen);
+/* Is @fn of object @obj (a path) selected, given whether the default selection holds it? */
+bool tp_select_match(const struct tp_select *s, const char *obj, const char *fn, bool dflt);
+/* Could @obj hold a selected function at all (to skip reading objects no pattern names)? */
+bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any);
+
+/* A defined function of an object, with all the names at its address. */
+struct tp_fsym {
+	uint64_t vaddr; /* link-time */
+	uint64_t size;
+	bool ifunc; /* STT_GNU_IFUNC: vaddr is the resolver */
+	int nnames;
+	const char **names; /* best first: global, then weak, then local; no '_' prefix first */
+};
+
+struct tp_fsyms {
+	struct tp_fsym *f;
+	int n;
+	const char **imports; /* undefined function symbols of .dynsym (names without version) */
+	int nimports;
+};
+
+/* The function symbols of ELF @path (.symtab and .dynsym).  Returns 0 or -errno. */
+int tp_fsyms_read(const char *path, struct tp_fsyms *out);
+void tp_fsyms_release(struct tp_fsyms *fs);
+
+/* Basename of @path. */
+const char *tp_select_base(const char *path);
+
+#endif

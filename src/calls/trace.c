@@ -1,0 +1,122 @@
+/* `tracepad calls --trace DIR`: each call's entry and return as events of a CTF trace
+ * (the trace store's tracer-side producer), read by tracepad dump/report/export. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calls/engine.h"
+#include "trace/trace.h"
+
+struct calls_trace {
+	struct tp_trace_writer *w;
+	struct tp_trace_producer prod;
+	int id_entry, id_return;
+	int err;
+};
+
+static const struct tp_trace_field_desc entry_fields[] = {
+    {"object", TP_TRACE_STRING},
+    {"function", TP_TRACE_STRING},
+    {"address", TP_TRACE_INT, 64, false, 16},
+    {"args", TP_TRACE_STRING},
+    {"depth", TP_TRACE_INT, 32},
+};
+
+static const struct tp_trace_field_desc return_fields[] = {
+    {"object", TP_TRACE_STRING},
+    {"function", TP_TRACE_STRING},
+    {"address", TP_TRACE_INT, 64, false, 16},
+    {"retval", TP_TRACE_STRING},
+    {"duration_ns", TP_TRACE_INT, 64},
+    {"depth", TP_TRACE_INT, 32},
+};
+
+int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace **out)
+{
+	struct calls_trace *t = calloc(1, sizeof(*t));
+	int r;
+
+	(void)s;
+	if (!t)
+		return -ENOMEM;
+	r = tp_trace_writer_new(dir, NULL, &t->w);
+	if (r)
+		goto err;
+	t->id_entry = tp_trace_writer_add_class(t->w, "call_entry", entry_fields, 5);
+	t->id_return = tp_trace_writer_add_class(t->w, "call_return", return_fields, 6);
+	r = t->id_entry < 0 ? t->id_entry : t->id_return < 0 ? t->id_return : 0;
+	if (!r)
+		r = tp_trace_writer_producer_init(t->w, &t->prod);
+	if (r)
+		goto err;
+	*out = t;
+	return 0;
+err:
+	tp_trace_writer_free(t->w);
+	free(t);
+	return r;
+}
+
+static uint8_t *put_s(uint8_t *q, const char *s)
+{
+	size_t n = strlen(s);
+
+	return tp_trace_put_str(q, s, n > 600 ? 600 : n);
+}
+
+static void put(struct calls_trace *t, int id, const struct rec *r, const uint8_t *buf, size_t len)
+{
+	uint8_t *e;
+
+	if (t->err)
+		return;
+	e = tp_trace_reserve_at(&t->prod, (uint16_t)id, (uint32_t)len,
+				tp_trace_clock_now(t->prod.clock), r->c.pid, r->c.tid);
+	if (!e) {
+		t->err = -ENOSPC;
+		return;
+	}
+	memcpy(e, buf, len);
+	tp_trace_commit(&t->prod);
+}
+
+void tp_calls_trace_call(struct calls_trace *t, const struct rec *r)
+{
+	uint8_t buf[2048], *q;
+
+	q = put_s(buf, r->f->obj->base);
+	q = put_s(q, r->f->name);
+	q = tp_trace_put_u64(q, r->f->addr);
+	q = put_s(q, r->args);
+	q = tp_trace_put_u32(q, r->c.depth);
+	put(t, t->id_entry, r, buf, (size_t)(q - buf));
+}
+
+void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret)
+{
+	uint8_t buf[2048], *q;
+	uint64_t d = r->c.return_ns > r->c.entry_ns ? r->c.return_ns - r->c.entry_ns : 0;
+
+	q = put_s(buf, r->f->obj->base);
+	q = put_s(q, r->f->name);
+	q = tp_trace_put_u64(q, r->f->addr);
+	q = put_s(q, ret);
+	q = tp_trace_put_u64(q, d);
+	q = tp_trace_put_u32(q, r->c.depth);
+	put(t, t->id_return, r, buf, (size_t)(q - buf));
+}
+
+int tp_calls_trace_close(struct calls_trace *t)
+{
+	int r = t->err, r2;
+
+	r2 = tp_trace_producer_fini(&t->prod);
+	if (r || r2) {
+		tp_trace_writer_free(t->w);
+		free(t);
+		return r ? r : r2;
+	}
+	r = tp_trace_writer_close(t->w);
+	free(t);
+	return r;
+}

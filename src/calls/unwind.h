@@ -1,0 +1,33 @@
+/* Backtraces of a stopped thread of a traced process for `tracepad calls --bt`, unwound by
+ * libdw from CFI (.eh_frame / .debug_frame), so -O2 code without frame pointers and objects
+ * without debug info unwind too.  Return addresses tracepad replaced are mapped back. */
+#ifndef TP_CALLS_UNWIND_H
+#define TP_CALLS_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct tp_unwinder;
+
+/* A Dwfl over the objects mapped in process @pid (dwfl_linux_proc_report), kept across
+ * backtraces.  NULL with errno set on failure. */
+struct tp_unwinder *tp_unwinder_new(pid_t pid);
+void tp_unwinder_free(struct tp_unwinder *u);
+/* The process mapped or unmapped objects (dlopen/dlclose, exec): report them again.
+ * Returns 0 or -errno. */
+int tp_unwinder_refresh(struct tp_unwinder *u);
+
+/* Called for each 8-byte stack word the unwinder reads: return true and set *val to
+ * substitute (tracepad's return hook replaced the return address stored at @addr by a
+ * trampoline). */
+typedef bool (*tp_unwind_subst_fn)(void *arg, pid_t tid, uint64_t addr, uint64_t *val);
+
+/* Unwind stopped thread @tid of the process from @regs: pcs[0] = regs->rip, then return
+ * addresses, innermost first.  @subst may be NULL.  Returns the count (>= 1) or -errno
+ * (-EINVAL: @max < 1). */
+int tp_unwinder_backtrace(struct tp_unwinder *u, pid_t tid, const struct user_regs_struct *regs,
+			  tp_unwind_subst_fn subst, void *arg, uint64_t *pcs, int max);
+
+#endif
