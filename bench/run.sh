@@ -8,4 +8,5 @@ status=0
 python3 "$dir/count.py" "$build" || status=1
 python3 "$dir/trace/trace.py" "$build" || status=1
 python3 "$dir/markers/markers.py" "$build" || status=1
+python3 "$dir/calls/calls.py" "$build" || status=1
 exit $status

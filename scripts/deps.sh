@@ -3,9 +3,10 @@
 # exact apt-get line and fails (as another user).  Usage: scripts/deps.sh [build|bench]
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libzydis-dev libelf-dev libdw-dev libunwind-dev
-babeltrace2 python3 coreutils gzip"
+babeltrace2 python3 coreutils gzip valgrind"
+# valgrind is in the test suite too: the memory plugin's totals are compared with memcheck's
 if [ "${1:-build}" = bench ]; then
-	pkgs="$pkgs ltrace valgrind liblttng-ust-dev lttng-tools"
+	pkgs="$pkgs ltrace liblttng-ust-dev lttng-tools"
 fi
 missing=""
 for p in $pkgs; do

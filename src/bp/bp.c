@@ -141,17 +141,28 @@ int tp_bp_wait(struct tp_bps *bps, struct tp_event *ev)
 	return tp_proc_wait(bps->p, ev);
 }
 
+/* The operations of this module finish before the caller sees its own signals. */
+static int wait_one(struct tp_proc *p, struct tp_event *ev)
+{
+	int r;
+
+	while ((r = tp_proc_wait(p, ev)) == -EINTR)
+		;
+	return r;
+}
+
 /* Step @tid once and wait for its stop; other tasks' events are deferred.  A signal for
  * @tid is held back into *@held (the step is retried). */
 static int step_one(struct tp_bps *b, pid_t tid, int *held)
 {
 	struct tp_event ev;
+	int nsig = 0;
 	int r = tp_proc_resume(b->p, tid, TP_RESUME_STEP, 0);
 
 	if (r)
 		return r;
 	for (;;) {
-		r = tp_proc_wait(b->p, &ev);
+		r = wait_one(b->p, &ev);
 		if (r)
 			return r;
 		if (ev.tid != tid) {
@@ -169,6 +180,17 @@ static int step_one(struct tp_bps *b, pid_t tid, int *held)
 			return -ESRCH;
 		case TP_EV_SIGNAL:
 			/* The signal stop came before the step ran: step again. */
+			{
+				uint64_t dpc = 0;
+
+				tp_proc_get_pc(tid, &dpc);
+				tp_dbg(
+				    "bp: step of %d at 0x%llx: signal %d (code %d, addr %p) held",
+				    tid, (unsigned long long)dpc, ev.sig, ev.si.si_code,
+				    ev.si.si_addr);
+			}
+			if (++nsig > 16)
+				return -EIO;
 			*held = ev.sig;
 			r = tp_proc_resume(b->p, tid, TP_RESUME_STEP, 0);
 			if (r)
@@ -183,13 +205,46 @@ static int step_one(struct tp_bps *b, pid_t tid, int *held)
 
 /* ---- injection ---- */
 
+/* Run @tid to its next syscall stop; other tasks' events are deferred, a signal for @tid
+ * held back into *@held. */
+static int syscall_stop(struct tp_bps *b, pid_t tid, int *held)
+{
+	struct tp_event ev;
+	int r = tp_proc_resume(b->p, tid, TP_RESUME_SYSCALL, 0);
+
+	while (!r) {
+		r = wait_one(b->p, &ev);
+		if (r)
+			break;
+		if (ev.tid != tid) {
+			r = defer(b, &ev);
+			continue;
+		}
+		switch (ev.kind) {
+		case TP_EV_SYSCALL:
+			return 0;
+		case TP_EV_SIGNAL:
+			*held = ev.sig;
+			r = tp_proc_resume(b->p, tid, TP_RESUME_SYSCALL, 0);
+			break;
+		case TP_EV_EXIT:
+		case TP_EV_EXITED:
+			defer(b, &ev);
+			return -ESRCH;
+		default:
+			return -EIO;
+		}
+	}
+	return r;
+}
+
 int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t args[6],
 			 int64_t *ret)
 {
 	static const uint8_t insn[2] = {0x0f, 0x05};
 	struct user_regs_struct saved, regs, inj;
 	uint8_t orig[2];
-	uint64_t at, pc;
+	uint64_t at;
 	int r, r2, held = 0;
 
 	r = tp_proc_auxv(bps->pid, AT_ENTRY, &at);
@@ -215,25 +270,36 @@ int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t 
 	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
 	regs.orig_rax = -1;
 	inj = regs;
-	/* A task stopped inside a syscall (the exec stop of a launched program) first
-	 * finishes it: that step executes nothing and the syscall's return value lands in
-	 * rax, so the registers are set again and the step retried. */
-	for (int tries = 0; tries < 2; tries++) {
-		r = tp_proc_set_regs(tid, &inj);
-		if (!r)
-			r = step_one(bps, tid, &held);
+	/* Syscall stops, not a single-step: a step's trap, like an int3's, resets an ignored
+	 * or blocked SIGTRAP to SIG_DFL.  A task stopped inside a syscall (the exec stop of a
+	 * launched program) first reports that syscall's exit: other syscalls' stops are
+	 * passed over until the entry and exit of ours. */
+	r = tp_proc_set_regs(tid, &inj);
+	for (int seen = 0, other = 0; !r && seen < 2;) {
+		r = syscall_stop(bps, tid, &held);
 		if (!r)
 			r = tp_proc_get_regs(tid, &regs);
-		pc = regs.rip;
-		if (r || pc != at)
+		if (r)
 			break;
+		if (regs.rip == at + sizeof(insn) && (long)regs.orig_rax == nr)
+			seen++;
+		else /* that syscall's exit wrote its result over our registers */
+			r = ++other > 2 ? -EIO : tp_proc_set_regs(tid, &inj);
 	}
-	if (!r && pc != at + sizeof(insn))
-		r = -EIO;
 	if (!r)
 		*ret = (int64_t)regs.rax;
 	r2 = tp_proc_write(bps->pid, at, orig, sizeof(orig));
 	if (r != -ESRCH) {
+		/* Stopped inside an interrupted syscall (attached), the task was to restart it
+		 * on its way out; from the syscall-exit stop it resumes at now, the kernel no
+		 * longer would: restart it here, as the kernel does when no handler runs. */
+		long rv = (long)saved.rax;
+
+		if ((long)saved.orig_rax >= 0 &&
+		    (rv == -512 || rv == -513 || rv == -514 || rv == -516)) {
+			saved.rax = rv == -516 ? SYS_restart_syscall : saved.orig_rax;
+			saved.rip -= sizeof(insn);
+		}
 		int r3 = tp_proc_set_regs(tid, &saved);
 
 		if (!r2)
@@ -661,12 +727,18 @@ int tp_bp_call(struct tp_bps *bps, pid_t tid, uint64_t fn, const uint64_t args[6
 	if (!r)
 		r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
 	while (!r) {
-		r = tp_proc_wait(bps->p, &ev);
+		r = wait_one(bps->p, &ev);
 		if (r)
 			break;
 		if (ev.tid != tid) {
 			r = defer(bps, &ev);
 			continue;
+		}
+		if (ev.kind == TP_EV_SIGNAL && ev.si.si_code > 0 && ev.sig != SIGCHLD) {
+			/* A fault of the function itself (it needed something not set up
+			 * yet): give up, nothing of it reaches the program. */
+			r = -EFAULT;
+			break;
 		}
 		if (ev.kind == TP_EV_SIGNAL) {
 			held = ev.sig;
@@ -891,44 +963,71 @@ static bool in_areas(struct tp_bps *b, uint64_t pc)
 	return false;
 }
 
-/* Consume what the stopped tasks still have to report: an int3 of ours not yet seen is
- * rewound so the instruction runs normally once the byte is restored. */
+/* An int3 stop of ours that was reported but not handled: rewind it so the instruction runs
+ * normally once the byte is restored, or complete a return.  1 when handled, 0 when not
+ * ours, -errno. */
+static int settle(struct tp_bps *b, const struct tp_event *ev)
+{
+	struct user_regs_struct regs;
+	uint64_t pc;
+	int r;
+
+	if (ev->kind != TP_EV_BREAKPOINT || ev->pid != b->pid || tp_proc_get_pc(ev->tid, &pc))
+		return 0;
+	if (b->tramp && pc - 1 == b->tramp) {
+		r = tp_proc_get_regs(ev->tid, &regs);
+		if (!r)
+			r = unhook_return(b, ev->tid, regs.rsp, NULL);
+		return r ? r : 1;
+	}
+	if (find(b, pc - 1)) {
+		r = tp_proc_set_pc(ev->tid, pc - 1);
+		return r ? r : 1;
+	}
+	return 0;
+}
+
+/* Consume what the stopped tasks still have to report (see settle()); other events are kept
+ * for the caller.  Then a task stopped by the interrupt may still have the SIGTRAP of one of
+ * our int3s pending (it trapped as the interrupt came): once detached, that signal would
+ * kill it.  Let it take the signal while still traced. */
 static int drain(struct tp_bps *b)
 {
 	struct tp_event ev;
-	int r;
+	pid_t tids[1024];
+	int r, n, err = 0;
 
 	for (;;) {
-		r = tp_proc_wait(b->p, &ev);
+		r = wait_one(b->p, &ev);
 		if (r == -EDEADLK || r == -ECHILD)
-			return 0;
+			break;
 		if (r)
 			return r;
-		if (ev.kind == TP_EV_BREAKPOINT && ev.pid == b->pid) {
-			uint64_t pc;
-
-			if (!tp_proc_get_pc(ev.tid, &pc) && b->tramp && pc - 1 == b->tramp) {
-				struct user_regs_struct regs;
-
-				/* A return not reported: complete it (pc to the real return). */
-				r = tp_proc_get_regs(ev.tid, &regs);
-				if (!r)
-					r = unhook_return(b, ev.tid, regs.rsp, NULL);
-				if (r)
-					return r;
-				continue;
-			}
-			if (find(b, pc - 1)) {
-				r = tp_proc_set_pc(ev.tid, pc - 1);
-				if (r)
-					return r;
-				continue;
-			}
-		}
-		r = defer(b, &ev);
-		if (r)
+		r = settle(b, &ev);
+		if (r < 0 && !err)
+			err = r;
+		if (r == 0 && (r = defer(b, &ev)))
 			return r;
 	}
+	n = tp_proc_tasks_of(b->p, b->pid, tids, 1024);
+	for (int i = 0; i < n && i < 1024; i++) {
+		if (!tp_proc_sig_pending(tids[i], SIGTRAP))
+			continue;
+		r = tp_proc_resume(b->p, tids[i], TP_RESUME_CONT, 0);
+		while (!r) {
+			r = wait_one(b->p, &ev);
+			if (r)
+				break;
+			if (ev.tid == tids[i] && settle(b, &ev) != 0)
+				break;
+			r = defer(b, &ev);
+			if (ev.tid == tids[i])
+				break;
+		}
+		if (r && r != -ESRCH && !err)
+			err = r;
+	}
+	return err;
 }
 
 /* Move task @tid out of the slots: back to the breakpoint when the displaced instruction
@@ -956,6 +1055,9 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 		bp = in_slot(b, pc);
 		if (bp && pc == bp->slot)
 			return tp_proc_set_pc(tid, bp->addr);
+		tp_dbg("bp: %d at 0x%llx in an SSOL area (slot of 0x%llx at 0x%llx), stepping out",
+		       tid, (unsigned long long)pc, bp ? (unsigned long long)bp->addr : 0ull,
+		       bp ? (unsigned long long)bp->slot : 0ull);
 		r = step_one(b, tid, &held);
 		if (r)
 			return r;
@@ -971,14 +1073,11 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	uint8_t back[TP_ARCH_MAX_INSN_LEN];
 	int r, n, err = 0;
 
-	r = tp_proc_stop_all(bps->p, 0);
-	if (r)
-		return r;
+	/* Best effort from here on: every byte that can be restored is, whatever failed. */
+	err = tp_proc_stop_all(bps->p, 0);
 	r = drain(bps);
-	if (r) {
-		flush_deferred(bps);
-		return r;
-	}
+	if (r && !err)
+		err = r;
 	n = tp_proc_tasks_of(bps->p, bps->pid, tids, 1024);
 	for (int i = 0; i < n && i < 1024; i++) {
 		r = leave_slot(bps, tids[i]);

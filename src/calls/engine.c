@@ -116,6 +116,8 @@ static enum fkind internal_kind(const char *name)
 		return F_BACKTRACE;
 	if (!strcmp(name, "__cxa_begin_catch"))
 		return F_CATCH;
+	if (!strcmp(name, "sigaction") || !strcmp(name, "__sigaction"))
+		return F_SIGACTION;
 	return F_TRACED;
 }
 
@@ -255,7 +257,7 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 
 	if (f)
 		return -EEXIST;
-	if (kind == F_TRACED || kind == F_RESOLVER)
+	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION)
 		flags = no_return_hook(name) || addr == im->entry ? 0 : TP_BP_RETURN;
 	r = tp_bp_insert(im->bps, tid, addr, flags);
 	if (r && r != -EEXIST) {
@@ -275,6 +277,7 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 	f->kind = kind;
 	f->hooked = flags & TP_BP_RETURN;
 	f->name = xstrdup(name);
+	f->shown = kind == F_TRACED;
 	f->obj = o;
 	func_put(im, f);
 	if (kind == F_TRACED)
@@ -327,20 +330,30 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		uint64_t addr = f->vaddr + o->bias;
 		enum fkind kind = F_TRACED;
 		const char *name = NULL;
+		bool shown = false;
 
-		if (addr < o->lo || addr >= o->hi)
+		/* GCC's .cold parts are jumped to, not called: [rsp] is no return address. */
+		if (addr < o->lo || addr >= o->hi || strstr(f->names[0], ".cold"))
 			continue;
 		for (int k = 0; k < f->nnames && kind == F_TRACED; k++)
 			if ((kind = internal_kind(f->names[k])) != F_TRACED)
 				name = f->names[k];
-		if (kind == F_TRACED && want)
-			name = selected_name(s, im, o, f);
+		if ((kind == F_TRACED || kind == F_SIGACTION) && want) {
+			const char *sel = selected_name(s, im, o, f);
+
+			if (sel && kind == F_SIGACTION)
+				shown = true;
+			if (sel)
+				name = sel;
+		}
 		if (!name)
 			continue;
 		if (kind == F_TRACED && f->ifunc)
 			kind = F_RESOLVER;
-		if (!tp_calls_func_add(s, im, tid, o, addr, name, kind) && kind == F_RESOLVER &&
-		    im->live) {
+		r = tp_calls_func_add(s, im, tid, o, addr, name, kind);
+		if (!r && shown)
+			tp_calls_func_find(im, addr)->shown = true;
+		if (!r && kind == F_RESOLVER && im->live) {
 			/* The loader resolved it already (BIND_NOW, or attached late): ask the
 			 * resolver, which answers as it did to the loader. */
 			uint64_t args[6] = {0}, impl = 0;
@@ -493,10 +506,12 @@ struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool l
 	n = readlink(link, im->exe, sizeof(im->exe) - 1);
 	im->exe[n > 0 ? n : 0] = 0;
 	im->live = live;
+	im->started = live;
 	im->bps = tp_bps_new(s->p, pid);
 	if (!im->bps)
 		abort();
 	tp_calls_objects_sync(s, im, tid);
+	im->live = false;
 	s->imgs = xrealloc(s->imgs, (s->nimgs + 1) * sizeof(*s->imgs));
 	s->imgs[s->nimgs++] = im;
 	return im;

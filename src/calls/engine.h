@@ -27,6 +27,7 @@ enum fkind {
 	F_BACKTRACE, /* _Unwind_Backtrace: walks the stack and returns */
 	F_CATCH,     /* __cxa_begin_catch: the exception landed; frames below are gone */
 	F_REHOOK,    /* where _Unwind_Backtrace returns to: hook the frames again */
+	F_SIGACTION, /* libc's sigaction: follow the program's SIGTRAP disposition */
 };
 
 struct object {
@@ -47,6 +48,7 @@ struct func {
 	uint64_t addr;
 	enum fkind kind;
 	bool hooked; /* the return is hooked */
+	bool shown;  /* selected: its calls are printed and counted */
 	bool proto_done;
 	char *name;
 	struct object *obj;
@@ -67,7 +69,8 @@ struct image {
 	char **imports; /* the program's undefined dynamic symbols */
 	int nimports;
 	bool is_static;
-	bool live; /* past the loader's start-up: IFUNC resolvers may be called */
+	bool live;    /* objects being scanned are relocated: IFUNC resolvers may be called */
+	bool started; /* the loader's start-up is over */
 	uint64_t entry;
 	uint64_t rdebug, rbrk;
 	pid_t watch_tid; /* a watchpoint waits for ld.so to set r_brk */
@@ -75,12 +78,17 @@ struct image {
 	int64_t errno_tpoff;
 	struct tp_unwinder *uw;
 	bool exit_reported;
+	/* SIGTRAP's disposition as the program set it, when not SIG_DFL: an int3 of ours
+	 * hit while SIGTRAP is ignored or blocked makes the kernel reset it to SIG_DFL. */
+	bool trap_custom;
+	uint64_t trap_act[4]; /* struct kernel_sigaction: handler, flags, restorer, mask */
 };
 
 /* A call in flight. */
 struct rec {
 	struct tracepad_call c;
 	struct func *f;
+	uint64_t aux; /* sigaction(SIGTRAP, act, ...): act->sa_handler */
 	char args[512];
 	uint64_t pcs[64];
 	int npcs;
@@ -129,6 +137,7 @@ struct session {
 	struct calls_trace *trace;
 	int status; /* exit status of the launched program */
 	bool launched;
+	bool started;
 };
 
 uint64_t tp_calls_now_ns(void);

@@ -455,7 +455,7 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 		static const char *const names[] = {"rdi", "rsi", "rdx", "rcx", "r8", "r9"};
 
 		for (int i = 0; i < 6; i++)
-			put(&o, "%s%s=%#llx", i ? ", " : "", names[i],
+			put(&o, "%s%s=0x%llx", i ? ", " : "", names[i],
 			    (unsigned long long)gpr(regs, i));
 		return o.pos;
 	}
@@ -522,14 +522,19 @@ int tp_proto_format_ret(const struct tp_proto *p, pid_t pid, const struct user_r
 		return -EINVAL;
 	buf[0] = 0;
 	if (!p) {
-		put(&o, "%#llx", (unsigned long long)regs->rax);
+		put(&o, "0x%llx", (unsigned long long)regs->rax);
 		goto out;
 	}
 	fetch_ret(&p->ret, regs, fp, &v);
-	/* A void value is shown as the word; the memory of a struct is not read. */
-	put_value(&o, pid, &p->ret, &v, NULL);
 	f = failed(p, regs, &err);
-	if (f && err < 0)
+	/* MAP_FAILED and SIG_ERR read as strace shows them; a void value is shown as the word,
+	 * the memory of a struct is not read. */
+	if (f && p->fail == 'M')
+		put(&o, "-1");
+	else
+		put_value(&o, pid, &p->ret, &v, NULL);
+	/* pthread_* return their error; a negative value is none (and errno is not theirs). */
+	if (f && err < 0 && p->fail != 'e')
 		err = errno_val;
 	if (f && err >= 0) {
 		const char *name = strerrorname_np(err);
@@ -1083,16 +1088,32 @@ static bool is_clone(const char *name, size_t len)
 	return memchr(name, '.', len) != NULL;
 }
 
+/* libc's own names of its functions too: __dup2, __libc_malloc. */
+static const struct tp_libc_proto *table_lookup(const char *name, size_t len)
+{
+	static const char *const prefixes[] = {"", "__libc_", "__"};
+
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(*prefixes); i++) {
+		size_t n = strlen(prefixes[i]);
+
+		if (len > n && !strncmp(name, prefixes[i], n))
+			if (tp_proto_libc_lookup(name + n, len - n))
+				return tp_proto_libc_lookup(name + n, len - n);
+	}
+	return NULL;
+}
+
 static struct tp_proto *build(struct dwobj *o, const char *name, uint64_t vaddr)
 {
-	size_t len = strcspn(name, "@");
-	const struct tp_libc_proto *tab;
+	size_t len = name ? strcspn(name, "@") : 0;
+	const struct tp_libc_proto *tab = NULL;
 	struct tp_proto *p = NULL;
 	Dwarf_Die die;
 
-	if (is_clone(name, len))
+	if (name && is_clone(name, len))
 		return NULL;
-	tab = tp_proto_libc_lookup(name, len);
+	if (name)
+		tab = table_lookup(name, len);
 	if (!find_subprogram(o, vaddr, &die)) {
 		p = proto_from_die(&die);
 		/* DWARF gives types, not what a value means: take the convention from the
@@ -1122,7 +1143,7 @@ const struct tp_proto *tp_protos_find(struct tp_protos *ps, const char *path, co
 		return NULL;
 	e->obj = o;
 	e->vaddr = vaddr;
-	e->proto = name ? build(o, name, vaddr) : NULL;
+	e->proto = build(o, name, vaddr);
 	e->next = ps->buckets[h];
 	ps->buckets[h] = e;
 	if (++ps->nentries > ps->nbuckets)

@@ -20,8 +20,9 @@ void tp_protos_free(struct tp_protos *ps);
  * object has debug info (the DW_TAG_subprogram whose entry is @vaddr, also from a separate
  * debug file found by build-id under /usr/lib/debug), else from the built-in table by @name
  * ("memcpy@GLIBC_2.14" matches "memcpy"), else NULL (also for GCC clones such as
- * "f.isra.0" or "f.constprop.0", whose calling convention is their own).  Cached per
- * (path, vaddr). */
+ * "f.isra.0" or "f.constprop.0", whose calling convention is their own).  @name may be
+ * NULL (DWARF only).  Cached per (path, vaddr): the first name asked for an address counts.
+ * The result lives as long as @ps. */
 const struct tp_proto *tp_protos_find(struct tp_protos *ps, const char *path, const char *name,
 				      uint64_t vaddr);
 
@@ -52,9 +53,10 @@ bool tp_proto_failed(const struct tp_proto *p, const struct user_regs_struct *re
 
 /* Offset of errno from the thread pointer for the libc at @libc_path mapped with @libc_bias
  * in @pid, from the code of __errno_location (fs:0 plus a TPOFF read from the GOT, or an
- * immediate in a static program).  errno of a stopped thread is the 4 bytes at
- * regs.fs_base + *@tpoff.  Returns 0, -ENOENT (no __errno_location), -ENOTSUP (code not
- * understood) or -errno. */
+ * immediate in a static program), or for a static program without __errno_location, from
+ * its TLS symbol errno.  errno of a stopped thread is the 4 bytes at regs.fs_base + *@tpoff.
+ * Call it once libc is relocated (the GOT slot is filled by ld.so), e.g. at a traced call.
+ * Returns 0, -ENOENT (neither found), -ENOTSUP (code not understood), -EFAULT or -errno. */
 int tp_errno_tpoff(pid_t pid, const char *libc_path, uint64_t libc_bias, int64_t *tpoff);
 
 /* Between proto.c and proto-libc.c: the built-in table.  @sig is the return kind, ':', one

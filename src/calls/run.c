@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -167,21 +168,24 @@ static struct tp_symtab *symtab_of(struct session *s, pid_t pid)
 			return NULL;
 	}
 	if (s->symtab_pid != pid || s->symtab_gen != s->objects_gen) {
-		tp_symtab_load_pid(s->symtab, pid);
+		/* Through a stopped thread's tid: a zombie leader's maps are empty. */
+		tp_symtab_load_pid(s->symtab, s->cur && s->cur->pid == pid ? s->cur->tid : pid);
 		s->symtab_pid = pid;
 		s->symtab_gen = s->objects_gen;
 	}
 	return s->symtab;
 }
 
-static int symbolize(struct session *s, int pid, uint64_t pc, char *buf, size_t len)
+/* @ret: @pc is a return address; its call is the instruction before (for the line). */
+static int symbolize(struct session *s, int pid, uint64_t pc, bool ret, char *buf, size_t len)
 {
 	struct tp_symtab *st = symtab_of(s, pid);
 	struct tp_symloc loc;
 	int n;
 
-	if (!st || tp_symtab_lookup(st, pc, true, &loc))
+	if (!st || tp_symtab_lookup(st, pc - ret, true, &loc))
 		return snprintf(buf, len, "0x%" PRIx64, pc);
+	loc.offset += ret;
 	if (loc.function)
 		n = snprintf(buf, len, "%s:%s+0x%" PRIx64, tp_select_base(loc.object), loc.function,
 			     loc.offset);
@@ -194,7 +198,7 @@ static int symbolize(struct session *s, int pid, uint64_t pc, char *buf, size_t 
 
 static int host_symbolize(void *ctx, int pid, uint64_t pc, char *buf, size_t len)
 {
-	return symbolize(ctx, pid, pc, buf, len) < 0 ? -EIO : 0;
+	return symbolize(ctx, pid, pc, false, buf, len) < 0 ? -EIO : 0;
 }
 
 static int host_regs(void *ctx, int tid, uint64_t *regs, size_t nregs)
@@ -302,7 +306,7 @@ static void print_line(struct session *s, struct thread *t, const struct rec *rc
 	for (int i = 1; i < rc->npcs; i++) {
 		char buf[512];
 
-		symbolize(s, t->pid, rc->pcs[i], buf, sizeof(buf));
+		symbolize(s, t->pid, rc->pcs[i], true, buf, sizeof(buf));
 		fprintf(out, "[%d] %*s    at %s\n", t->tid, (int)(2 * depth), "", buf);
 	}
 }
@@ -313,7 +317,7 @@ static void drop_recs(struct session *s, struct thread *t, unsigned keep, const 
 	while (t->n > keep) {
 		struct rec *rc = &t->recs[--t->n];
 
-		if (!t->report || rc->f->kind != F_TRACED)
+		if (!t->report || !rc->f->shown)
 			continue;
 		if (!s->o->summary)
 			print_line(s, t, rc, t->n, why);
@@ -356,6 +360,89 @@ static bool get_fp(pid_t tid, const struct tp_proto *p, struct user_fpregs_struc
 	return p && tp_proto_needs_fp(p) && !ptrace(PTRACE_GETFPREGS, tid, 0, fp);
 }
 
+/* ---- SIGTRAP of the program ---- */
+
+/* Scratch space in stopped task @tid's stack, below the red zone. */
+static uint64_t scratch(pid_t tid)
+{
+	struct user_regs_struct r;
+
+	return tp_proc_get_regs(tid, &r) ? 0 : ((r.rsp - 4096) & ~63ULL);
+}
+
+/* Read the program's SIGTRAP disposition (rt_sigaction injected into @tid). */
+static void trap_capture(struct image *im, pid_t tid)
+{
+	uint64_t at = scratch(tid), args[6] = {SIGTRAP, 0, at, 8};
+	int64_t ret = -1;
+
+	if (!at || tp_bp_inject_syscall(im->bps, tid, SYS_rt_sigaction, args, &ret) || ret ||
+	    tp_proc_read(im->pid, at, im->trap_act, sizeof(im->trap_act)) !=
+		(ssize_t)sizeof(im->trap_act))
+		return;
+	im->trap_custom = im->trap_act[0] != (uint64_t)(uintptr_t)SIG_DFL;
+	tp_dbg("calls: SIGTRAP disposition of %d: 0x%llx flags 0x%llx", im->pid,
+	       (unsigned long long)im->trap_act[0], (unsigned long long)im->trap_act[1]);
+}
+
+static int trap_state(pid_t tid, bool *ign, bool *cgt);
+
+/* A new image: SIGTRAP may be ignored (inherited) or caught (attached). */
+static void trap_init(struct image *im, pid_t tid)
+{
+	bool ign = false, cgt = false;
+
+	if (!trap_state(tid, &ign, &cgt) && (ign || cgt))
+		trap_capture(im, tid);
+}
+
+/* Bit of SIGTRAP in the "SigIgn:" and "SigCgt:" masks of /proc/TID/status. */
+static int trap_state(pid_t tid, bool *ign, bool *cgt)
+{
+	char path[64], line[128];
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long m;
+
+		if (sscanf(line, "SigIgn: %llx", &m) == 1 && ++found)
+			*ign = m >> (SIGTRAP - 1) & 1;
+		else if (sscanf(line, "SigCgt: %llx", &m) == 1 && ++found)
+			*cgt = m >> (SIGTRAP - 1) & 1;
+	}
+	fclose(f);
+	return found == 2 ? 0 : -EIO;
+}
+
+/* After a stop at one of our int3s: if the kernel reset SIGTRAP to SIG_DFL (it does when
+ * the int3 comes while SIGTRAP is ignored or blocked), put the program's disposition back;
+ * a handler was reset only because SIGTRAP was blocked, so block it again. */
+static void trap_check(struct image *im, pid_t tid)
+{
+	uint64_t at, mask = 1ULL << (SIGTRAP - 1);
+	bool ign = false, cgt = false;
+	int64_t ret;
+
+	if (trap_state(tid, &ign, &cgt) || ign || cgt)
+		return;
+	tp_dbg("calls: SIGTRAP of %d was reset, restoring handler 0x%llx", tid,
+	       (unsigned long long)im->trap_act[0]);
+	at = scratch(tid);
+	if (!at || tp_proc_write(im->pid, at, im->trap_act, sizeof(im->trap_act)) ||
+	    tp_proc_write(im->pid, at + 64, &mask, 8))
+		return;
+	uint64_t act[6] = {SIGTRAP, at, 0, 8}, blk[6] = {SIG_BLOCK, at + 64, 0, 8};
+
+	tp_bp_inject_syscall(im->bps, tid, SYS_rt_sigaction, act, &ret);
+	if (im->trap_act[0] != (uint64_t)(uintptr_t)SIG_IGN)
+		tp_bp_inject_syscall(im->bps, tid, SYS_rt_sigprocmask, blk, &ret);
+}
+
 /* ---- stops ---- */
 
 static void on_entry(struct session *s, struct thread *t, struct func *f,
@@ -375,6 +462,9 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		tp_proc_read(im->pid, regs->rsp, &caller, 8);
 	rc->f = f;
 	rc->npcs = 0;
+	rc->aux = 0;
+	if (f->kind == F_SIGACTION && regs->rdi == SIGTRAP && regs->rsi)
+		tp_proc_read(im->pid, regs->rsi, &rc->aux, 8);
 	rc->args[0] = 0;
 	rc->c = (struct tracepad_call){
 	    .pid = t->pid,
@@ -388,7 +478,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	    .depth = f->hooked ? t->n - 1 : t->n,
 	    .entry_ns = now,
 	};
-	if (!t->report)
+	if (!t->report || !f->shown)
 		return;
 	stat_of(s, f)->calls++;
 	if (s->need_args) {
@@ -465,7 +555,16 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 		tp_calls_resolved(s, im, t->tid, rc->f, st->rax);
 		goto out;
 	}
-	if (!t->report)
+	if (rc->f->kind == F_SIGACTION && rc->c.args[0] == SIGTRAP && rc->c.args[1] &&
+	    (int)st->rax == 0) {
+		/* The trampoline's int3 may already have reset the handler the call set (when
+		 * it set SIG_IGN): the rest of the disposition is the kernel's, the handler
+		 * the one the call passed. */
+		trap_capture(im, t->tid);
+		im->trap_act[0] = rc->aux;
+		im->trap_custom = rc->aux != (uint64_t)(uintptr_t)SIG_DFL;
+	}
+	if (!t->report || !rc->f->shown)
 		goto out;
 	{
 		const struct tp_proto *p = proto_of(s, rc->f);
@@ -546,6 +645,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 	} else if ((f = tp_calls_func_find(im, st.func))) {
 		switch (f->kind) {
 		case F_TRACED:
+		case F_SIGACTION:
 			on_entry(s, t, f, &st, &regs, now);
 			break;
 		case F_RESOLVER:
@@ -557,8 +657,13 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 
 			/* RT_CONSISTENT (0): the loader is done adding or removing objects. */
 			if (tp_proc_read(im->pid, im->rdebug + 24, &state, 4) == 4 && state == 0) {
-				im->live = true;
+				/* The start-up's objects are relocated when the loader says they
+				 * are consistent, a dlopen'ed one only after: its IFUNC resolvers
+				 * are left to the loader (their returns are hooked). */
+				im->live = !im->started;
+				im->started = true;
 				tp_calls_objects_sync(s, im, t->tid);
+				im->live = false;
 				s->objects_gen++;
 			}
 			break;
@@ -595,6 +700,8 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 		}
 	}
 	s->cur = NULL;
+	if (im->trap_custom)
+		trap_check(im, t->tid);
 	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 }
 
@@ -681,6 +788,7 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 	if (old)
 		image_release(s, old);
 	t->img = tp_calls_image_new(s, ev->pid, ev->tid, false);
+	trap_init(t->img, ev->tid);
 	t->report = true;
 	add_pid(s, ev->pid);
 	EACH_PLUGIN(s, process, ev->pid, TRACEPAD_PROC_START);
@@ -926,6 +1034,7 @@ static int start(struct session *s)
 		s->launched = true;
 	}
 	im = tp_calls_image_new(s, tp_proc_pid(s->p), tp_proc_pid(s->p), o->pid != 0);
+	trap_init(im, im->pid);
 	add_pid(s, im->pid);
 	n = tp_proc_tasks(s->p, tids, 4096);
 	for (int i = 0; i < n && i < 4096; i++)
@@ -951,7 +1060,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
 	if (!s.sel) {
 		tp_err("%s", err);
-		return 1;
+		return 2;
 	}
 	s.protos = tp_protos_new();
 	s.need_args = !o->summary || o->trace_dir;
@@ -973,9 +1082,10 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	if (!r)
 		r = start(&s);
 	if (r) {
-		ret = 1;
+		ret = 2; /* bad input: the line saying what is wrong is out */
 		goto out;
 	}
+	s.started = true;
 	if (o->pid && o->duration > 0) {
 		struct itimerval it = {
 		    .it_value = {.tv_sec = (time_t)o->duration,
@@ -992,8 +1102,10 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		if ((o->stop && *o->stop) || alarm_fired)
 			break;
 		r = tp_proc_wait(s.p, &ev);
-		if (r == -EINTR)
+		if (r == -EINTR) {
+			r = 0;
 			continue;
+		}
 		if (r == -ECHILD || r == -EDEADLK) {
 			r = 0;
 			break;
@@ -1031,7 +1143,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	if (s.launched && !ret)
 		ret = WIFSIGNALED(s.status) ? 128 + WTERMSIG(s.status) : WEXITSTATUS(s.status);
 out:
-	if (o->summary)
+	if (o->summary && s.started)
 		print_summary(&s);
 	for (int i = 0; i < s.nplugins; i++) {
 		if (s.plugins[i].pl.fini)

@@ -303,7 +303,8 @@ int tp_fsyms_read(const char *path, struct tp_fsyms *out)
 	}
 	if (r)
 		goto out;
-	qsort(raws, nraw, sizeof(*raws), cmp_raw);
+	if (nraw)
+		qsort(raws, nraw, sizeof(*raws), cmp_raw);
 	out->f = calloc(nraw ? nraw : 1, sizeof(*out->f));
 	if (!out->f) {
 		r = -ENOMEM;

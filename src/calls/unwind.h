@@ -25,8 +25,9 @@ int tp_unwinder_refresh(struct tp_unwinder *u);
 typedef bool (*tp_unwind_subst_fn)(void *arg, pid_t tid, uint64_t addr, uint64_t *val);
 
 /* Unwind stopped thread @tid of the process from @regs: pcs[0] = regs->rip, then return
- * addresses, innermost first.  @subst may be NULL.  Returns the count (>= 1) or -errno
- * (-EINVAL: @max < 1). */
+ * addresses, innermost first.  At an int3 stop, pass rip = the breakpoint's address (the
+ * kernel reports it one byte further).  @subst may be NULL.  Stack memory is read once per
+ * 4 KiB page and call.  Returns the count (>= 1) or -errno (-EINVAL: @max < 1). */
 int tp_unwinder_backtrace(struct tp_unwinder *u, pid_t tid, const struct user_regs_struct *regs,
 			  tp_unwind_subst_fn subst, void *arg, uint64_t *pcs, int max);
 

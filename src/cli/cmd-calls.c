@@ -162,7 +162,7 @@ int cmd_calls(int argc, char **argv)
 			tp_cli_error("calls", "cannot write %s: %s", outpath, strerror(errno));
 			free(pats);
 			free(plugins);
-			return 1;
+			return 2;
 		}
 	} else if (!isatty(STDERR_FILENO)) {
 		static char buf[1 << 16];

@@ -401,8 +401,9 @@ static void mem_call(void *priv, struct tracepad_call *c)
 		t->next = m->threads;
 		m->threads = t;
 	}
-	/* A busy thread at the same depth or above left its allocator call without returning
-	 * (longjmp out of a signal handler): that call is over. */
+	/* Inside another allocator call of this thread: glibc's own business (realloc(NULL, n)
+	 * calls malloc), counted once.  At that call's depth or above, it was left without
+	 * returning (longjmp out of a signal handler) and is over. */
 	if (t->busy && c->depth > t->depth) {
 		c->user = &nested_call;
 		return;
@@ -764,7 +765,10 @@ static bool not_a_root(struct scan *s, const struct pmap *pm)
 /* Scan [@lo, @hi) of a root mapping, leaving out the mmapped chunks of blocks inside it. */
 static int scan_root(struct scan *s, uint64_t lo, uint64_t hi)
 {
-	for (size_t i = 0; i < s->n && lo < hi; i++) {
+	size_t first = lower_bound(s, lo);
+
+	/* The block before @lo may own an mmapped chunk that @lo falls into. */
+	for (size_t i = first ? first - 1 : 0; i < s->n && s->b[i].addr < hi && lo < hi; i++) {
 		const struct lblock *b = &s->b[i];
 		int err;
 

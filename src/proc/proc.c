@@ -681,8 +681,7 @@ static void reap_gone(pid_t tid)
 	waitpid(tid, &st, __WALL | WNOHANG);
 }
 
-/* Is @sig pending for thread @tid (its own queue, "SigPnd" in /proc)? */
-static bool thread_pending(pid_t tid, int sig)
+bool tp_proc_sig_pending(pid_t tid, int sig)
 {
 	char path[64], line[128];
 	unsigned long long mask = 0;
@@ -707,7 +706,7 @@ static void drop_step_trap(struct tp_task *t)
 {
 	int st;
 
-	if (t->how != TP_RESUME_STEP || t->pending_sig || !thread_pending(t->tid, SIGTRAP))
+	if (t->how != TP_RESUME_STEP || t->pending_sig || !tp_proc_sig_pending(t->tid, SIGTRAP))
 		return;
 	if (ptrace(PTRACE_CONT, t->tid, 0, 0))
 		return;

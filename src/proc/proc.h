@@ -135,6 +135,9 @@ int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
  * kernel.yama.ptrace_scope, other user).  Returns 0, or -ESRCH. */
 int tp_proc_perm_reason(pid_t pid, char *buf, size_t len);
 
+/* Is @sig pending in thread @tid's own queue ("SigPnd" of /proc/PID/task/TID/status)? */
+bool tp_proc_sig_pending(pid_t tid, int sig);
+
 /* Value of one auxv entry (AT_ENTRY, AT_PHDR, ...) of @pid; returns 0 or -ENOENT. */
 int tp_proc_auxv(pid_t pid, unsigned long type, uint64_t *val);
 

@@ -13,7 +13,7 @@
 
 static void log_cb(enum tp_log_level level, const char *fmt, va_list ap)
 {
-	if (level > TP_LOG_WARN)
+	if (level > TP_LOG_WARN && !getenv("TRACEPAD_DEBUG"))
 		return;
 	printf("# ");
 	vprintf(fmt, ap);

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""bench/calls: the cost of one traced call (entry + return, with arguments and return value
+printed) under `tracepad calls -e libtpcalls:tpc_add` and under `ltrace -e tpc_add@MAIN`, on the
+same lazy-PLT binaries of tests/calls: calls-lazy N (one thread) and calls-multi threads SCALE
+(4 threads calling at once).  Per-call cost = (traced wall time - untraced) / calls; each
+tool's calls are counted from its output, which must hold exactly the program's calls.
+Prints medians, min and max over the runs, the ratio, and verdicts for the goals: <= 50 us
+per call, and >= 4x faster than ltrace.
+
+ltrace's -e library pattern names the object whose PLT makes the call (MAIN: the program),
+so `-e tpc_add@libtpcalls.so` traces nothing; `tpc_add@MAIN` is the working spelling.
+
+The binaries come from BUILDDIR/tests/calls (meson -Dtests=true), else are built here with cc.
+Usage: python3 bench/calls/calls.py BUILDDIR
+Environment: TP_BENCH_RUNS (runs, default 5), TP_BENCH_CALLS (single-thread calls, default
+20000; 4 threads make 4200 x SCALE calls, SCALE = TP_BENCH_CALLS / 4200 rounded up)."""
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+build = sys.argv[1] if len(sys.argv) > 1 else "build"
+RUNS = int(os.environ.get("TP_BENCH_RUNS", "5"))
+N = int(os.environ.get("TP_BENCH_CALLS", "20000"))
+SCALE = max(1, -(-N // 4200))
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                   "tests", "calls")
+tracepad = os.path.join(build, "src/cli/tracepad")
+ltrace = shutil.which("ltrace")
+failures = []
+
+
+def binaries(tmp):
+    """(calls-lazy, calls-multi): from the build tree, else compiled into @tmp."""
+    d = os.path.join(build, "tests/calls")
+    lazy, multi = os.path.join(d, "calls-lazy"), os.path.join(d, "calls-multi")
+    if os.access(lazy, os.X_OK) and os.access(multi, os.X_OK):
+        return lazy, multi
+    cc = ["cc", "-g", "-O2", "-D_GNU_SOURCE", "-I", SRC]
+    subprocess.run(cc + ["-shared", "-fPIC", "-o", os.path.join(tmp, "libtpcalls.so"),
+                         os.path.join(SRC, "lib.c")], check=True)
+    link = ["-L", tmp, "-ltpcalls", "-Wl,-rpath," + tmp, "-Wl,-z,lazy"]
+    lazy, multi = os.path.join(tmp, "calls-lazy"), os.path.join(tmp, "calls-multi")
+    subprocess.run(cc + ["-o", lazy, os.path.join(SRC, "variant.c")] + link, check=True)
+    subprocess.run(cc + ["-pthread", "-o", multi, os.path.join(SRC, "multi.c")] + link,
+                   check=True)
+    return lazy, multi
+
+
+def timed(argv):
+    t0 = time.monotonic()
+    p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=900)
+    dt = time.monotonic() - t0
+    if p.returncode:
+        raise RuntimeError("%s: exit status %d: %s" % (" ".join(argv), p.returncode,
+                                                        (p.stderr or p.stdout)[-300:]))
+    return dt, p.stdout
+
+
+def program_calls(out):
+    """Calls the program says it made."""
+    m = re.search(r"^calls (\d+) sum", out, re.M)
+    if m:
+        return int(m.group(1))
+    return sum(int(x) for x in re.findall(r"^thread \d+ tid \d+ calls (\d+)", out, re.M))
+
+
+def counted(path, tool):
+    """Calls of tpc_add in a tool's output file: tracepad's `:tpc_add(...) = ` lines,
+    ltrace's `tpc_add(` lines (a call split into unfinished/resumed counts once)."""
+    with open(path, errors="replace") as f:
+        text = f.read()
+    if tool == "tracepad":
+        return len(re.findall(r"^\[\d+\] *\S+:tpc_add\(.*\) = ", text, re.M))
+    return len(re.findall(r"tpc_add\(", text))
+
+
+def normal(stdout):
+    """The program's output without its pid and tids, to compare runs."""
+    return re.sub(r"\b(pid|tid) \d+", r"\1 N", stdout)
+
+
+def one(tool, argv, tmp):
+    out = os.path.join(tmp, tool + ".out")
+    if tool == "native":
+        cmd = argv
+    elif tool == "tracepad":
+        cmd = [tracepad, "calls", "-e", "libtpcalls:tpc_add", "-o", out, "--"] + argv
+    else:
+        cmd = [ltrace, "-f", "-e", "tpc_add@MAIN", "-o", out] + argv
+    dt, stdout = timed(cmd)
+    n = program_calls(stdout)
+    if tool != "native":
+        got = counted(out, tool)
+        os.unlink(out)
+        if got != n:
+            raise RuntimeError("%s saw %d calls of %d: %s" % (tool, got, n, " ".join(cmd)))
+    return dt, n, normal(stdout)
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def main():
+    if not os.access(tracepad, os.X_OK):
+        print("bench/calls: %s is not built (ninja -C %s)" % (tracepad, build), file=sys.stderr)
+        return 1
+    tmp = tempfile.mkdtemp(prefix="tp-bench-calls-")
+    try:
+        lazy, multi = binaries(tmp)
+        tools = ["native", "tracepad"] + (["ltrace"] if ltrace else [])
+        if not ltrace:
+            print("bench/calls: ltrace not found (sh scripts/deps.sh bench): its rows skipped",
+                  file=sys.stderr)
+        cases = [("1 thread", [lazy, str(N)]), ("4 threads", [multi, "threads", str(SCALE)])]
+        print("bench/calls: %d runs, medians; tpc_add of libtpcalls.so, lazy PLT; %s, %d CPUs"
+              % (RUNS, platform.release(), os.cpu_count()), flush=True)
+        res = {}  # (case, tool) -> [seconds], [calls]
+        broken = {}  # (case, tool) -> runs whose program output was not the untraced one
+        want = {case: one("native", argv, tmp)[2] for case, argv in cases}
+        for i in range(RUNS):
+            print("  run %d/%d" % (i + 1, RUNS), file=sys.stderr, flush=True)
+            for case, argv in cases:
+                for tool in tools:  # interleaved: a shared VM's noise falls on every tool
+                    try:
+                        dt, n, out = one(tool, argv, tmp)
+                    except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+                        failures.append(str(e))
+                        print("  failed: %s" % e, file=sys.stderr, flush=True)
+                        continue
+                    if out != want[case]:
+                        # The tool changed what the program did (ltrace -f is known to stop
+                        # threads early): still timed, per call actually made, but said.
+                        broken[(case, tool)] = broken.get((case, tool), 0) + 1
+                        print("  %s %s: the program's output differs from the untraced run"
+                              % (case, tool), file=sys.stderr, flush=True)
+                        if tool == "tracepad":
+                            failures.append("%s: tracepad changed the program's output" % case)
+                    r = res.setdefault((case, tool), ([], []))
+                    r[0].append(dt)
+                    r[1].append(n)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print()
+    print("%-10s %-9s %8s %9s %9s %9s %12s  %s" % ("", "tool", "calls", "median s", "min s",
+                                                 "max s", "us per call", "program"))
+    cost = {}
+    for case, _ in cases:
+        nat = res.get((case, "native"))
+        for tool in tools:
+            r = res.get((case, tool))
+            if not r:
+                print("%-10s %-9s failed" % (case, tool))
+                continue
+            xs, ns = r
+            n = med(ns)
+            per = ""
+            if tool != "native" and nat and n:
+                cost[(case, tool)] = (med(xs) - med(nat[0])) / n * 1e6
+                per = "%12.2f" % cost[(case, tool)]
+            b = broken.get((case, tool), 0)
+            state = "BROKEN in %d/%d runs" % (b, len(xs)) if b else "as untraced"
+            print("%-10s %-9s %8d %9.3f %9.3f %9.3f %12s  %s" % (case, tool, n, med(xs), min(xs),
+                                                               max(xs), per, state))
+    print("(calls: median of the calls the program made, each run's tool output checked to "
+          "hold exactly those; us per call: (median traced - median untraced) / calls; "
+          "program: its output compared with the untraced run's)")
+    print()
+    for case, _ in cases:
+        tp = cost.get((case, "tracepad"))
+        lt = cost.get((case, "ltrace"))
+        if tp is not None:
+            print("verdict: %s: tracepad <= 50 us per call: %.2f us -> %s"
+                  % (case, tp, "MET" if tp <= 50 else "NOT MET"))
+        if tp is not None and lt is not None and tp > 0:
+            print("verdict: %s: tracepad >= 4x faster than ltrace: %.2f / %.2f = %.1fx -> %s"
+                  % (case, lt, tp, lt / tp, "MET" if lt / tp >= 4 else "NOT MET"))
+        elif tp is not None:
+            print("verdict: %s: vs ltrace not evaluated (no ltrace figures)" % case)
+    if failures:
+        print("%d measurements failed; first: %s" % (len(failures), failures[0]))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

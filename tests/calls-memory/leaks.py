@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""memory plugin, test 1: a program with exactly 3 leaks (100, 101 and 102 bytes) among
+thousands of blocks freed through every allocator entry (malloc, calloc, realloc with its
+NULL and 0 cases, reallocarray, posix_memalign, aligned_alloc, memalign, valloc, free): those 3
+and only those are definitely lost, each with a backtrace naming its leaking function, stdout's
+buffer is still reachable, and the totals equal memcheck's on the same program."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from memlib import KINDS, check, done, memcheck, native, same_as_memcheck, target, tracepad  # noqa: E402
+
+ROUNDS = 1000
+LEAKS = [(100, "leak_a", "malloc"), (101, "leak_b", "calloc"), (102, "leak_c", "realloc")]
+
+for exe in ("mem-leak3", "mem-leak3-O0"):
+    argv = [target(exe), str(ROUNDS)]
+    nat = native(argv)
+    r = tracepad(argv)
+    rep = r.report
+    what = exe
+    check(r.rc == 0 and r.out == nat.out and nat.rc == 0,
+          what + ": exit status and output unchanged under tracepad", r)
+    check(rep.kinds.get("definitely lost") == (303, 3),
+          what + ": definitely lost: 303 bytes in 3 blocks", rep)
+    lost = [g for g in rep.groups if g["kind"] == "definitely lost"]
+    check(sorted((g["bytes"], g["blocks"]) for g in lost) == [(100, 1), (101, 1), (102, 1)],
+          what + ": exactly the 3 leaks are reported as definitely lost, one group each", lost)
+    for size, fn, alloc in LEAKS:
+        g = rep.find("definitely lost", fn)
+        check(len(g) == 1 and g[0]["bytes"] == size and g[0]["blocks"] == 1,
+              "%s: the %d-byte leak's backtrace names %s" % (what, size, fn), g or lost)
+        check(len(g) == 1 and alloc in g[0]["frames"][0] and "main" in " ".join(g[0]["frames"]),
+              "%s: ... starting at libc's %s, called from main" % (what, alloc), g)
+    check(rep.kinds.get("indirectly lost") == (0, 0) and rep.kinds.get("possibly lost") == (0, 0),
+          what + ": nothing indirectly or possibly lost", rep.totals())
+    reach = rep.find("still reachable", "_IO_file_doallocate")
+    check(len(reach) == 1 and reach[0]["bytes"] == 4096 and reach[0]["blocks"] == 1,
+          what + ": stdout's buffer (4096 bytes, a pipe) is still reachable, not a leak",
+          [g for g in rep.groups if g["kind"] == "still reachable"])
+    check(not [g for g in rep.groups if g["kind"] != "still reachable"
+               and g not in lost], what + ": no other block is called a leak", rep.groups)
+    # A round: 10 allocations (malloc, calloc, realloc(NULL, n), 2 resizing reallocs,
+    # posix_memalign, aligned_alloc, memalign, malloc or valloc, malloc) and 10 frees (7 free(),
+    # the 2 reallocs, realloc(p, 0)).  Outside the rounds: the 3 leaks, leak_c's first block
+    # (realloc'd), stdout's buffer, failures()' one block and leak_a's 64 freed ones; 5
+    # failing calls count for nothing.  realloc(NULL, n) and reallocarray call malloc and
+    # realloc inside glibc: counted once.
+    want = (ROUNDS * 10 + 70, ROUNDS * 10 + 66)
+    check(b"5 failed calls" in nat.out, what + ": the target saw its 5 failing calls", nat.out)
+    check(rep.usage is not None and rep.usage[:2] == want,
+          what + ": every allocation and free counted exactly once, failures not at all "
+          "(%d allocs, %d frees)" % want, rep.usage)
+    check(rep.in_use == (4096 + 303, 4), what + ": in use at exit: 4399 bytes in 4 blocks",
+          rep.in_use)
+    same_as_memcheck(r, memcheck(argv), what)
+
+# The plugin's arguments: summary only, a shorter backtrace, and a bad one.
+argv = [target("mem-leak3"), "100"]
+r = tracepad(argv, plugin="memory:summary")
+check(r.rc == 0 and r.report.kinds.get("definitely lost") == (303, 3) and not r.report.groups,
+      "--plugin memory:summary: the totals and no group", r)
+r = tracepad(argv, plugin="memory:depth=2")
+lost = r.report.find("definitely lost", "leak_a")
+check(r.rc == 0 and len(lost) == 1 and len(lost[0]["frames"]) == 2
+      and all(len(g["frames"]) <= 2 for g in r.report.groups),
+      "--plugin memory:depth=2: backtraces of 2 frames (the allocator and its caller)",
+      lost or r)
+r = tracepad(argv, plugin="memory:depth=lots")
+check(r.rc != 0 and "depth" in r.err and not r.out,
+      "--plugin memory:depth=lots: a clear error, the program not run", r)
+done()

@@ -1,0 +1,167 @@
+"""What the memory plugin's tests share: running a program under `tracepad calls --plugin memory`
+and under valgrind's memcheck, and reading both leak reports into the same shape.
+
+argv[1]: the build directory of tests/calls-memory (the targets); argv[2]: valgrind's path, or
+empty when it is not installed.  Environment: TRACEPAD, TP_SOURCE_ROOT (for taplib)."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.environ.get("TP_SOURCE_ROOT", ""), "tests", "cli"))
+from taplib import check, done  # noqa: E402,F401
+
+TRACEPAD = os.environ.get("TRACEPAD", "")
+TARGETS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+VALGRIND = sys.argv[2] if len(sys.argv) > 2 else ""
+TIMEOUT = 240
+KINDS = ("definitely lost", "indirectly lost", "possibly lost", "still reachable")
+
+# memcheck's view made comparable with tracepad's, which sees the program as it exits:
+# - --run-libc-freeres=no, --run-cxx-freeres=no: memcheck would otherwise make glibc (and
+#   libstdc++) free their own buffers before the check, which no normal exit does;
+# - --default-suppressions=no: nothing hidden in a "suppressed" category;
+# - --leak-check-heuristics=none: memcheck's C++ heuristics (std::string, new[], multiple
+#   inheritance, length64) turn some interior pointers into "still reachable"; the plugin
+#   takes every interior pointer as memcheck does without them;
+# - --num-callers=12: the plugin's backtrace depth.
+MEMCHECK_OPTS = ["--tool=memcheck", "--leak-check=full", "--show-leak-kinds=all",
+                 "--errors-for-leak-kinds=none", "--run-libc-freeres=no",
+                 "--run-cxx-freeres=no", "--default-suppressions=no",
+                 "--leak-check-heuristics=none", "--num-callers=12"]
+
+if not TRACEPAD or not os.access(TRACEPAD, os.X_OK):
+    print("Bail out! TRACEPAD is not set or not executable: %r" % TRACEPAD)
+    sys.exit(1)
+if not os.path.isdir(TARGETS):
+    print("Bail out! the targets directory (argv[1]) is missing: %r" % TARGETS)
+    sys.exit(1)
+
+
+def target(name):
+    return os.path.join(TARGETS, name)
+
+
+class Report:
+    """One leak report: totals per kind, in use at exit, heap usage, and the groups."""
+
+    def __init__(self):
+        self.kinds = {}      # kind -> (bytes, blocks)
+        self.in_use = None   # (bytes, blocks)
+        self.usage = None    # (allocs, frees, bytes allocated)
+        self.groups = []     # dicts: kind, bytes (direct), indirect, blocks, frames
+        self.text = ""
+
+    def totals(self):
+        return {k: self.kinds.get(k) for k in KINDS}
+
+    def find(self, kind, function):
+        """The groups of @kind whose backtrace names @function."""
+        pat = re.compile(r"[:\s]%s(\+|\s|$)" % re.escape(function))
+        return [g for g in self.groups
+                if g["kind"] == kind and any(pat.search(f) for f in g["frames"])]
+
+    def __repr__(self):
+        return self.text[-3000:]
+
+
+def _num(s):
+    return int(s.replace(",", ""))
+
+
+GROUP = re.compile(r"^(?:memory: )?([\d,]+)(?: \(([\d,]+) direct, ([\d,]+) indirect\))? bytes in "
+                   r"([\d,]+) blocks are (%s)" % "|".join(KINDS))
+KIND = re.compile(r"^(?:memory:)?\s+(%s): ([\d,]+) bytes in ([\d,]+) blocks$" % "|".join(KINDS))
+IN_USE = re.compile(r"in use at exit: ([\d,]+) bytes in ([\d,]+) blocks")
+USAGE = re.compile(r"total heap usage: ([\d,]+) allocs, ([\d,]+) frees, ([\d,]+) bytes allocated")
+
+
+def parse(lines, frame_re):
+    rep = Report()
+    rep.text = "\n".join(lines)
+    cur = None
+    for line in lines:
+        m = GROUP.match(line)
+        if m:
+            direct = _num(m.group(2)) if m.group(2) else _num(m.group(1))
+            cur = {"kind": m.group(5), "bytes": direct,
+                   "indirect": _num(m.group(3)) if m.group(3) else 0,
+                   "blocks": _num(m.group(4)), "frames": []}
+            rep.groups.append(cur)
+            continue
+        m = frame_re.match(line)
+        if m and cur is not None:
+            cur["frames"].append(m.group(1))
+            continue
+        cur = None
+        m = KIND.match(line)
+        if m:
+            rep.kinds[m.group(1)] = (_num(m.group(2)), _num(m.group(3)))
+        m = IN_USE.search(line)
+        if m:
+            rep.in_use = (_num(m.group(1)), _num(m.group(2)))
+        m = USAGE.search(line)
+        if m:
+            rep.usage = tuple(_num(x) for x in m.groups())
+    if rep.in_use == (0, 0) and not rep.kinds:
+        rep.kinds = {k: (0, 0) for k in KINDS}  # memcheck: "All heap blocks were freed"
+    return rep
+
+
+class Run:
+    def __init__(self, rc, out, err, report):
+        self.rc, self.out, self.err, self.report = rc, out, err, report
+
+    def __repr__(self):
+        return "rc=%r stderr=%r report=%r" % (self.rc, self.err[-2000:], self.report)
+
+
+def native(argv, cwd=None):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
+                       cwd=cwd)
+    return Run(p.returncode, p.stdout, p.stderr, None)
+
+
+def tracepad(argv, cwd=None, plugin="memory"):
+    """argv under `tracepad calls --plugin memory`, only the allocator traced; stdout a pipe."""
+    with tempfile.NamedTemporaryFile(prefix="tp-mem-", suffix=".txt") as f:
+        p = subprocess.run([TRACEPAD, "calls", "-c", "-e", "!*", "-o", f.name,
+                            "--plugin", plugin, "--"] + argv,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
+                           cwd=cwd)
+        text = open(f.name, errors="replace").read()
+    lines = text.splitlines()
+    return Run(p.returncode, p.stdout, p.stderr.decode(errors="replace"),
+               parse(lines, re.compile(r"^\s+#\d+ 0x[0-9a-f]+ (.*)$")))
+
+
+def memcheck(argv, cwd=None):
+    if not VALGRIND:
+        return None
+    with tempfile.NamedTemporaryFile(prefix="tp-vg-", suffix=".txt") as f:
+        p = subprocess.run([VALGRIND] + MEMCHECK_OPTS + ["--log-file=" + f.name] + argv,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
+                           cwd=cwd)
+        text = open(f.name, errors="replace").read()
+    lines = [re.sub(r"^==\d+== ?", "", ln) for ln in text.splitlines()]
+    return Run(p.returncode, p.stdout, p.stderr.decode(errors="replace"),
+               parse(lines, re.compile(r"^\s+(?:at|by) 0x[0-9A-F]+: (.*)$")))
+
+
+def same_as_memcheck(tp, vg, what, usage=True):
+    """The plugin's totals per kind (and in use at exit, heap usage) equal memcheck's."""
+    if not check(vg is not None, what + ": valgrind is installed (needed for the comparison)",
+                 "install Debian's valgrind package"):
+        return
+    check(vg.report.in_use is not None, what + ": memcheck ran and reported", vg)
+    check(tp.report.totals() == vg.report.totals(),
+          what + ": definitely/indirectly/possibly lost and still reachable totals equal "
+          "memcheck's", "tracepad %r\nmemcheck %r" % (tp.report.totals(), vg.report.totals()))
+    check(tp.report.in_use == vg.report.in_use, what + ": in use at exit equals memcheck's",
+          "tracepad %r memcheck %r" % (tp.report.in_use, vg.report.in_use))
+    if usage:
+        check(tp.report.usage == vg.report.usage,
+              what + ": allocs, frees and bytes allocated equal memcheck's",
+              "tracepad %r memcheck %r" % (tp.report.usage, vg.report.usage))

@@ -1,0 +1,200 @@
+"""What the tests of `tracepad calls` share: running a target natively and under tracepad,
+parsing the call lines of the man page's format and the -c --json summary.
+
+Environment: TRACEPAD (the CLI) and TP_SOURCE_ROOT (for tests/cli/taplib.py); argv[1] is the
+build directory of tests/calls, where the targets are."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.environ.get("TP_SOURCE_ROOT", ""), "tests", "cli"))
+from taplib import check, done  # noqa: E402,F401
+
+TRACEPAD = os.environ.get("TRACEPAD", "")
+TARGETS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+TIMEOUT = 120
+
+# [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>, indented 2 spaces a depth after "] ".
+LINE = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) = (.*?)(?: <(\d+\.\d+)>)?$")
+# --entry: [TID] OBJECT:FUNCTION(ARGS) ...
+ENTRY = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) \.\.\.$")
+
+if not TRACEPAD or not os.access(TRACEPAD, os.X_OK):
+    print("Bail out! TRACEPAD is not set or not executable: %r" % TRACEPAD)
+    sys.exit(1)
+if not os.path.isdir(TARGETS):
+    print("Bail out! the targets directory (argv[1]) is missing: %r" % TARGETS)
+    sys.exit(1)
+
+
+def target(name):
+    return os.path.join(TARGETS, name)
+
+
+class Call:
+    def __init__(self, m):
+        self.tid = int(m.group(1))
+        self.depth = len(m.group(2)) // 2
+        self.indent = len(m.group(2))
+        self.object = m.group(3)
+        self.function = m.group(4)
+        self.args_text = m.group(5)
+        self.ret = m.group(6)
+        self.seconds = float(m.group(7)) if m.group(7) else None
+
+    @property
+    def args(self):
+        """Integer arguments: "1, 2" or "a=1, b=2" both give [1, 2]; None if not integers."""
+        return [to_int(a) for a in split_args(self.args_text)]
+
+    @property
+    def retint(self):
+        return to_int(self.ret)
+
+    def __repr__(self):
+        return "[%d]%s%s:%s(%s) = %s" % (self.tid, " " * self.indent, self.object,
+                                          self.function, self.args_text, self.ret)
+
+
+def split_args(text):
+    out, depth, cur, quote = [], 0, "", False
+    for ch in text:
+        if quote:
+            cur += ch
+            if ch == '"' and not cur.endswith('\\"'):
+                quote = False
+            continue
+        if ch == '"':
+            quote = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def to_int(text):
+    text = re.sub(r"^[A-Za-z_]\w*=", "", text.strip())
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
+
+
+class Run:
+    def __init__(self, argv, rc, out, err, text=""):
+        self.argv, self.rc, self.out, self.err, self.text = argv, rc, out, err, text
+
+    @property
+    def lines(self):
+        """The -o file's lines."""
+        return self.text.splitlines()
+
+    @property
+    def calls(self):
+        return [Call(m) for m in map(LINE.match, self.lines) if m]
+
+    def unparsed(self, entries=False):
+        """Lines of the -o file that are neither call lines (nor entry lines)."""
+        return [ln for ln in self.lines
+                if not LINE.match(ln) and not (entries and ENTRY.match(ln))]
+
+    def summary(self):
+        """The -c --json object, or None."""
+        try:
+            obj = json.loads(self.text)
+        except ValueError:
+            return None
+        return obj if isinstance(obj, dict) else None
+
+    def __repr__(self):
+        return "argv=%s\nrc=%r\nstdout=%r\nstderr=%r\noutput=%r" % (
+            " ".join(self.argv), self.rc, self.out[-600:], self.err[-600:], self.text[-1200:])
+
+
+def run(argv, timeout=TIMEOUT, cwd=None, env=None):
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=timeout, cwd=cwd, env=env)
+    except subprocess.TimeoutExpired as e:
+        return Run(argv, "timeout after %ds" % timeout, (e.stdout or b"").decode(errors="replace"),
+                   (e.stderr or b"").decode(errors="replace"))
+    except OSError as e:
+        return Run(argv, "cannot run: %s" % e, "", "")
+    return Run(argv, p.returncode, p.stdout.decode(errors="replace"),
+               p.stderr.decode(errors="replace"))
+
+
+def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None):
+    """tracepad calls OPTS -o TMP -- PROG...; the output file's text is in .text."""
+    fd, path = tempfile.mkstemp(prefix="tp-calls-", suffix=".out")
+    os.close(fd)
+    os.unlink(path)  # tracepad creates it: a stale file must not pass for output
+    argv = [TRACEPAD, "calls"] + list(opts) + ["-o", path]
+    argv += ["-p", str(pid)] if pid is not None else ["--"] + list(prog_argv)
+    try:
+        r = run(argv, timeout, cwd)
+        try:
+            with open(path, errors="replace") as f:
+                r.text = f.read()
+        except FileNotFoundError:
+            r.text = ""
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    return r
+
+
+def func(summary, function, obj=None):
+    """The summary entry of @function (in an object whose name starts with @obj), or None."""
+    if not summary or not isinstance(summary.get("functions"), list):
+        return None
+    for f in summary["functions"]:
+        if isinstance(f, dict) and f.get("function") == function and (
+                obj is None or str(f.get("object", "")).startswith(obj)):
+            return f
+    return None
+
+
+def well_formed(summary):
+    """Problems with the -c --json object's shape (empty list when it has the man page's)."""
+    if summary is None:
+        return ["not one JSON object"]
+    problems = []
+    if not isinstance(summary.get("pids"), list) or not all(
+            isinstance(p, int) for p in summary["pids"]):
+        problems.append("pids: %r" % summary.get("pids"))
+    if not isinstance(summary.get("functions"), list):
+        return problems + ["functions: %r" % summary.get("functions")]
+    for f in summary["functions"]:
+        for k, t in (("object", str), ("function", str), ("calls", int), ("errors", int),
+                     ("total_ns", int), ("avg_ns", int), ("min_ns", int), ("max_ns", int)):
+            if not isinstance(f.get(k), t) or isinstance(f.get(k), bool):
+                problems.append("%s: %r" % (k, f))
+                break
+        else:
+            if f["calls"] and not (0 <= f["min_ns"] <= f["avg_ns"] <= f["max_ns"] <= f[
+                    "total_ns"]):
+                problems.append("times inconsistent: %r" % f)
+    return problems
+
+
+def program_line(out, pattern, cast=int):
+    """Groups of the first match of @pattern in a program's stdout, cast; None if none."""
+    m = re.search(pattern, out, re.M)
+    return tuple(cast(g) for g in m.groups()) if m else None
+
+
+def one_line_error(r):
+    """Bad input refused: exit status 2 and exactly one line on stderr (the error)."""
+    return r.rc == 2 and len(r.err.strip().splitlines()) == 1
