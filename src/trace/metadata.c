@@ -47,6 +47,11 @@ static void put_field(FILE *f, const struct tp_trace_field_desc *d)
 	case TP_TRACE_STRING:
 		fprintf(f, "\t\tstring _%s;\n", d->name);
 		break;
+	case TP_TRACE_FLOAT:
+		/* IEEE-754: 8 + 24 bits for binary32, 11 + 53 for binary64 (sign in mant_dig). */
+		fprintf(f, "\t\tfloating_point { exp_dig = %d; mant_dig = %d; align = 8; } _%s;\n",
+			d->bits == 32 ? 8 : 11, d->bits == 32 ? 24 : 53, d->name);
+		break;
 	case TP_TRACE_BYTES:
 		fprintf(f, "\t\tuint32_t _%s_length;\n", d->name);
 		fprintf(f, "\t\tuint8_t _%s[_%s_length];\n", d->name, d->name);

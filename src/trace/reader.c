@@ -134,6 +134,23 @@ static int decode_struct(struct tp_trace_reader *r, struct cursor *c, const stru
 			*pos += t->bits / 8u;
 			if (t->clock >= 0)
 				update_clock(c, t, f->u);
+		} else if (t->kind == RT_FLOAT) {
+			uint64_t bits;
+
+			if (end - *pos < t->bits / 8u)
+				return -EBADMSG;
+			bits = get_int(pkt + *pos, t->bits / 8u, big_endian(r, t), false);
+			f->type = TP_TRACE_FLOAT;
+			if (t->bits == 32) {
+				uint32_t b32 = (uint32_t)bits;
+				float x;
+
+				memcpy(&x, &b32, 4);
+				f->d = x;
+			} else {
+				memcpy(&f->d, &bits, 8);
+			}
+			*pos += t->bits / 8u;
 		} else if (t->kind == RT_STRING) {
 			const uint8_t *nul = memchr(pkt + *pos, 0, end - *pos);
 

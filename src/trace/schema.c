@@ -132,6 +132,10 @@ static int check_fields(const struct tp_trace_field_desc *f, size_t n)
 			    f[i].count > 65536)
 				return -EINVAL;
 			break;
+		case TP_TRACE_FLOAT:
+			if (f[i].bits != 32 && f[i].bits != 64)
+				return -EINVAL;
+			break;
 		case TP_TRACE_STRING:
 		case TP_TRACE_BYTES:
 			break;

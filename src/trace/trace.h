@@ -18,12 +18,13 @@ enum tp_trace_ftype {
 	TP_TRACE_BYTES,	 /* uint32 length, then that many bytes */
 	TP_TRACE_ARRAY,	 /* a fixed count of integers (register blocks) */
 	TP_TRACE_SEQ,	 /* uint32 count, then that many integers */
+	TP_TRACE_FLOAT,	 /* IEEE-754 binary32 or binary64 (bits = 32 or 64) */
 };
 
 struct tp_trace_field_desc {
 	const char *name; /* [A-Za-z][A-Za-z0-9_]*, at most TP_TRACE_NAME_MAX */
 	enum tp_trace_ftype type;
-	uint8_t bits; /* INT, ARRAY, SEQ: 8, 16, 32 or 64 */
+	uint8_t bits; /* INT, ARRAY, SEQ: 8, 16, 32 or 64; FLOAT: 32 or 64 */
 	bool is_signed;
 	uint8_t base;	/* display base: 10 (0 means 10) or 16 */
 	uint32_t count; /* ARRAY only */
@@ -69,6 +70,13 @@ static inline uint8_t *tp_trace_put_u32(uint8_t *p, uint32_t v)
 }
 
 static inline uint8_t *tp_trace_put_u64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+	return p + 8;
+}
+
+/* A FLOAT field of 64 bits. */
+static inline uint8_t *tp_trace_put_f64(uint8_t *p, double v)
 {
 	memcpy(p, &v, 8);
 	return p + 8;
@@ -294,6 +302,23 @@ int tp_trace_consumer_poll(struct tp_trace_consumer *c);
 int tp_trace_consumer_flush(struct tp_trace_consumer *c);
 void tp_trace_consumer_free(struct tp_trace_consumer *c);
 
+/* ---- Formatting recorded values ---------------------------------------------------------
+ * The printf conversions d i u x X o c s p f F e E g G a A and %%, with flags, width and
+ * precision, applied to typed values; length modifiers are ignored because the type is
+ * known.  @types has one code per value, those of <tracepad/tracepoint.h>: b h i l signed
+ * integers of 8..64 bits, B H I L unsigned, p pointer, d double, s string.  A conversion
+ * without a value prints "<?>"; %s of a value that is not a string "<not a string>".
+ * Returns the length of the whole text (snprintf-like); @buf is NUL-terminated if @len > 0. */
+union tp_trace_value {
+	int64_t i;  /* signed codes, sign-extended */
+	uint64_t u; /* unsigned codes and pointers */
+	double d;
+	const char *s;
+};
+
+int tp_trace_format(const char *fmt, const char *types, const union tp_trace_value *args,
+		    size_t nargs, char *buf, size_t len);
+
 /* ---- Reader ----------------------------------------------------------------------------- */
 
 struct tp_trace_reader;
@@ -306,6 +331,7 @@ struct tp_trace_field {
 	union {
 		uint64_t u; /* INT; signed values are sign-extended */
 		int64_t s;
+		double d; /* FLOAT (a binary32 is widened) */
 	};
 	const char *str;     /* STRING */
 	const uint8_t *data; /* BYTES, ARRAY, SEQ: raw elements, see tp_trace_field_elem */

@@ -90,6 +90,59 @@ static int parse_integer(struct tsdl_parser *p, struct rt_type *t)
 	return 0;
 }
 
+/* floating_point: only the IEEE-754 binary32 and binary64 layouts, byte-aligned. */
+static int parse_float(struct tsdl_parser *p, struct rt_type *t)
+{
+	uint64_t align = 0, exp = 0, mant = 0;
+
+	t->kind = RT_FLOAT;
+	t->base = 10;
+	t->clock = -1;
+	tp_trace_lex_next(p);
+	if (tp_trace_lex_expect(p, '{'))
+		return p->err;
+	while (!tp_trace_lex_is_punct(p, '}')) {
+		char key[TSDL_TOK_MAX + 1];
+		struct tsdl_value v;
+		int n;
+
+		if (p->kind != T_IDENT)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		strcpy(key, p->text);
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_expect(p, '=') || tp_trace_lex_value(p, &v) ||
+		    tp_trace_lex_expect(p, ';'))
+			return p->err;
+		if (!strcmp(key, "exp_dig") || !strcmp(key, "mant_dig")) {
+			if (v.kind != T_NUM || v.neg || v.num == 0 || v.num > 64)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			*(key[0] == 'e' ? &exp : &mant) = v.num;
+		} else if (!strcmp(key, "align")) {
+			if (v.kind != T_NUM || v.neg || !v.num || (v.num & (v.num - 1)) ||
+			    v.num > 512)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			align = v.num;
+		} else if (!strcmp(key, "byte_order")) {
+			if ((n = tp_trace_lex_byte_order(&v)) < 0)
+				return tp_trace_tsdl_fail(p, -EINVAL);
+			t->byte_order = (uint8_t)n;
+		} else {
+			return tp_trace_tsdl_fail(p, -ENOTSUP);
+		}
+	}
+	tp_trace_lex_next(p);
+	if (exp == 8 && mant == 24)
+		t->bits = 32;
+	else if (exp == 11 && mant == 53)
+		t->bits = 64;
+	else
+		return tp_trace_tsdl_fail(p, exp && mant ? -ENOTSUP : -EINVAL);
+	if (align && align < 8)
+		return tp_trace_tsdl_fail(p, -ENOTSUP);
+	t->align = align ? (uint32_t)(align / 8) : 1;
+	return 0;
+}
+
 static int parse_type(struct tsdl_parser *p, struct rt_type **out);
 
 static struct tsdl_alias *find_alias(struct tsdl_parser *p, const char *name)
@@ -275,6 +328,9 @@ static int parse_type(struct tsdl_parser *p, struct rt_type **out)
 	if (tp_trace_lex_is_word(p, "integer")) {
 		if ((t = tp_trace_tsdl_alloc(p, sizeof(*t))) && !parse_integer(p, t))
 			*out = t;
+	} else if (tp_trace_lex_is_word(p, "floating_point")) {
+		if ((t = tp_trace_tsdl_alloc(p, sizeof(*t))) && !parse_float(p, t))
+			*out = t;
 	} else if (tp_trace_lex_is_word(p, "string")) {
 		if ((t = tp_trace_tsdl_alloc(p, sizeof(*t)))) {
 			t->kind = RT_STRING;
@@ -303,9 +359,8 @@ static int parse_type(struct tsdl_parser *p, struct rt_type **out)
 		*out = a->type;
 		tp_trace_lex_next(p);
 	} else if (p->kind == T_IDENT) {
-		/* floating_point, enum, variant, unknown names. */
-		tp_trace_tsdl_fail(p, tp_trace_lex_is_word(p, "floating_point") ||
-					      tp_trace_lex_is_word(p, "enum") ||
+		/* enum, variant, unknown names. */
+		tp_trace_tsdl_fail(p, tp_trace_lex_is_word(p, "enum") ||
 					      tp_trace_lex_is_word(p, "variant")
 					  ? -ENOTSUP
 					  : -EINVAL);
@@ -546,7 +601,7 @@ static int parse_top(struct tsdl_parser *p)
 	return p->err;
 }
 
-/* The decoder handles flat structs of integers, strings and arrays or sequences of
+/* The decoder handles flat structs of integers, floats, strings and arrays or sequences of
  * integers laid out without gaps. */
 static int check_struct(const struct rt_type *t)
 {

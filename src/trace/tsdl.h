@@ -1,6 +1,6 @@
-/* The TSDL subset our reader understands: integers, strings, structs, fixed arrays and
- * sequences; trace, env, clock, stream and event blocks.  Everything parsed here comes from
- * an untrusted file, so sizes and nesting are bounded. */
+/* The TSDL subset our reader understands: integers, IEEE-754 binary32/64 floating point,
+ * strings, structs, fixed arrays and sequences; trace, env, clock, stream and event blocks.
+ * Everything parsed here comes from an untrusted file, so sizes and nesting are bounded. */
 #ifndef TP_TRACE_TSDL_H
 #define TP_TRACE_TSDL_H
 
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum rt_kind { RT_INT, RT_STRING, RT_STRUCT, RT_ARRAY, RT_SEQ };
+enum rt_kind { RT_INT, RT_STRING, RT_STRUCT, RT_ARRAY, RT_SEQ, RT_FLOAT };
 
 struct rt_type;
 
@@ -20,7 +20,7 @@ struct rt_field {
 struct rt_type {
 	enum rt_kind kind;
 	uint32_t align; /* bytes, a power of two */
-	/* RT_INT */
+	/* RT_INT, RT_FLOAT (bits 32 or 64, IEEE-754) */
 	uint8_t bits, base;
 	uint8_t byte_order; /* 0: the trace's, 1: le, 2: be */
 	bool is_signed;

@@ -196,7 +196,10 @@ static void test_bad_tsdl(void)
 	is_int(meta_err(HEAD), 0, "a trace block alone is a valid trace");
 	is_int(meta_err(HEAD "event { name = x; fields := struct { floating_point { "
 			     "exp_dig = 8; mant_dig = 24; } f; }; };"),
-	       -ENOTSUP, "floating point: not in our subset");
+	       0, "binary32 floating point is read");
+	is_int(meta_err(HEAD "event { name = x; fields := struct { floating_point { "
+			     "exp_dig = 5; mant_dig = 11; } f; }; };"),
+	       -ENOTSUP, "binary16 floating point: not in our subset");
 	is_int(meta_err(HEAD "event { name = x; fields := struct { variant <t> { } v; }; };"),
 	       -ENOTSUP, "variant: not in our subset");
 	is_int(
