@@ -12,7 +12,8 @@
  *
  * Link with libtracepad (pkg-config tracepad).  TRACEPAD_MARKERS=glob[,glob...] in the
  * environment enables the matching points at start; events then go to stderr as
- * "point: formatted text" lines unless a consumer was set with tp_markers_set_consumer().
+ * "point: formatted text" lines unless a consumer was set with tp_markers_set_consumer() or
+ * `tracepad markers record` records the process (then to its trace, and to the consumer).
  * Formatting is done by the runtime from the typed arguments (printf conversions d i u x X o c
  * s p f e g a and %%, with flags, width and precision; length modifiers are ignored because the
  * type is recorded).  At most 8 arguments per site.  Sites must not be placed in a C `inline`
@@ -133,7 +134,9 @@ extern struct tp_site __stop_tracepad_sites[] __attribute__((weak, visibility("h
 
 /* Every translation unit registers its object's range; the runtime counts references, so an
  * object registers once however many of its units include this header, and dlclose
- * unregisters it. */
+ * unregisters it.  Tools that only need the types and codes of this header (tracepad itself)
+ * define TP_NO_SITE_REGISTRATION first: they place no site and do not link libtracepad. */
+#ifndef TP_NO_SITE_REGISTRATION
 __attribute__((constructor, used)) static void tp__object_ctor(void)
 {
 	tp__sites_register(__start_tracepad_sites, __stop_tracepad_sites);
@@ -142,6 +145,7 @@ __attribute__((destructor, used)) static void tp__object_dtor(void)
 {
 	tp__sites_unregister(__start_tracepad_sites, __stop_tracepad_sites);
 }
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
 /* tracepad dump: print the events of a trace one a line, in time order, as text or as JSON
- * lines, with code addresses resolved through the trace's .maps file. */
+ * lines, with code addresses resolved through the trace's .maps file and the events of static
+ * tracepoints formatted through its .formats file. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -19,14 +20,28 @@ static const char usage_text[] =
     "  -h, --help      show this help\n"
     "\n"
     "Integer fields named pc, ip, addr or ending in _addr are code addresses: they are\n"
-    "shown as object:function+offset when DIR holds a .maps file, else in hex.\n";
+    "shown as object:function+offset when DIR holds a .maps file, else in hex.\n"
+    "Events of static tracepoints (tracepad markers record) end with text=\"...\" (JSON:\n"
+    "\"text\"), their format string applied to their fields, from DIR/.formats.\n";
 
 struct dump {
 	struct tp_cli_trace t;
 	FILE *out;
 	bool json;
 	uint64_t t0;
+	const struct tp_trace_event *ev;
+	char text[4096]; /* of a static tracepoint's event */
+	int text_len;	 /* -1: none */
 };
+
+/* The formatted text of the current event if it is a static tracepoint's with a known format
+ * (cut at the buffer's size). */
+static void marker_text(struct dump *d)
+{
+	int n = tp_cli_marker_text(d->t.formats, d->ev, d->text, sizeof(d->text));
+
+	d->text_len = n < 0 ? -1 : n < (int)sizeof(d->text) ? n : (int)sizeof(d->text) - 1;
+}
 
 static void put_pid(FILE *f, int64_t v)
 {
@@ -68,6 +83,11 @@ static void dump_text(struct dump *d, const struct tp_trace_event *ev)
 		}
 		tp_cli_put_value(d->out, f);
 	}
+	marker_text(d);
+	if (d->text_len >= 0) {
+		fputs(" text=", d->out);
+		tp_cli_put_text(d->out, d->text, (size_t)d->text_len);
+	}
 	fputc('\n', d->out);
 }
 
@@ -98,6 +118,11 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 		tp_cli_put_value_json(d->out, &ev->fields[i]);
 	}
 	fputc('}', d->out);
+	marker_text(d);
+	if (d->text_len >= 0) {
+		fputs(", \"text\": ", d->out);
+		tp_cli_json_str(d->out, d->text, (size_t)d->text_len);
+	}
 	any = false;
 	for (uint32_t i = 0; d->t.syms && i < ev->nr_fields; i++) {
 		const struct tp_trace_field *f = &ev->fields[i];
@@ -160,6 +185,7 @@ int cmd_dump(int argc, char **argv)
 	while ((err = tp_cli_trace_next(&d.t, &ev)) > 0) {
 		if (d.t.nr_events == 1)
 			d.t0 = ev->ts;
+		d.ev = ev;
 		if (d.json)
 			dump_json(&d, ev);
 		else

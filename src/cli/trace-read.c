@@ -1,10 +1,12 @@
 /* What the trace readers of the CLI share: opening a trace with one-line errors, loading the
  * trace's .maps file into a symbol table, and printing timestamps and field values.  Traces
  * are untrusted input: everything here copes with any value the reader hands out. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,8 @@ int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, 
 		snprintf(path, sizeof(path), "%s/%s", dir, TP_CLI_MAPS_FILE);
 		t->syms = tp_cli_maps_load(cmd, path);
 	}
+	snprintf(path, sizeof(path), "%s/%s", dir, TP_CLI_FORMATS_FILE);
+	t->formats = tp_cli_formats_load(cmd, path);
 	return 0;
 }
 
@@ -105,8 +109,10 @@ void tp_cli_trace_close(struct tp_cli_trace *t)
 {
 	tp_trace_reader_close(t->r);
 	tp_symtab_free(t->syms);
+	tp_cli_formats_free(t->formats);
 	t->r = NULL;
 	t->syms = NULL;
+	t->formats = NULL;
 }
 
 /* ---- the maps file ---- */
@@ -201,6 +207,182 @@ struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path)
 		return NULL;
 	}
 	return syms;
+}
+
+/* ---- the formats file ---- */
+
+#define MAX_FORMAT_ID (1u << 16)
+
+struct tp_cli_format {
+	char *cls, *types, *fmt;
+};
+
+struct tp_cli_formats {
+	struct tp_cli_format *v; /* by id */
+	uint32_t n;
+};
+
+void tp_cli_formats_free(struct tp_cli_formats *f)
+{
+	if (!f)
+		return;
+	for (uint32_t i = 0; i < f->n; i++) {
+		free(f->v[i].cls);
+		free(f->v[i].types);
+		free(f->v[i].fmt);
+	}
+	free(f->v);
+	free(f);
+}
+
+/* Undo the escapes of the writer (cmd-markers.c) in place; false on a bad escape. */
+static bool unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++) {
+		if (*s != '\\') {
+			*o++ = *s;
+			continue;
+		}
+		s++;
+		if (*s == '\\')
+			*o++ = '\\';
+		else if (*s == 't')
+			*o++ = '\t';
+		else if (*s == 'n')
+			*o++ = '\n';
+		else if (*s == 'x' && isxdigit((unsigned char)s[1]) &&
+			 isxdigit((unsigned char)s[2])) {
+			char hex[3] = {s[1], s[2], 0};
+			*o++ = (char)strtoul(hex, NULL, 16);
+			s += 2;
+			if (!o[-1])
+				return false;
+		} else
+			return false;
+	}
+	*o = 0;
+	return true;
+}
+
+/* "ID\tCLASS\tTYPES\tFORMAT": 0, 1 to skip, -1 if malformed. */
+static int parse_format_line(char *line, uint32_t *id, char **cls, char **types, char **fmt)
+{
+	char *end, *t1, *t2, *t3;
+	unsigned long v;
+
+	if (!*line || *line == '#')
+		return 1;
+	if (!(t1 = strchr(line, '\t')) || !(t2 = strchr(t1 + 1, '\t')) ||
+	    !(t3 = strchr(t2 + 1, '\t')))
+		return -1;
+	*t1 = *t2 = *t3 = 0;
+	errno = 0;
+	v = strtoul(line, &end, 10);
+	if (*end || end == line || errno || v >= MAX_FORMAT_ID || !t1[1] || strlen(t2 + 1) > 8 ||
+	    strspn(t2 + 1, "bhilBHILpds") != strlen(t2 + 1) || !unescape(t3 + 1))
+		return -1;
+	*id = (uint32_t)v;
+	*cls = t1 + 1;
+	*types = t2 + 1;
+	*fmt = t3 + 1;
+	return 0;
+}
+
+struct tp_cli_formats *tp_cli_formats_load(const char *cmd, const char *path)
+{
+	struct tp_cli_formats *fs = NULL;
+	unsigned long lineno = 0, bad = 0, first_bad = 0;
+	char *line = NULL;
+	size_t cap = 0;
+	struct stat st;
+	ssize_t len;
+	FILE *f;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !(f = fdopen(fd, "r"))) {
+		close(fd);
+		return NULL;
+	}
+	fs = calloc(1, sizeof(*fs));
+	while (fs && (len = getline(&line, &cap, f)) > 0) {
+		char *cls, *types, *fmt;
+		uint32_t id;
+		int r;
+
+		lineno++;
+		if (line[len - 1] == '\n')
+			line[--len] = 0;
+		r = parse_format_line(line, &id, &cls, &types, &fmt);
+		if (r < 0 || (!r && id < fs->n && fs->v[id].fmt)) {
+			if (!bad++)
+				first_bad = lineno;
+			continue;
+		}
+		if (r)
+			continue;
+		if (id >= fs->n) {
+			uint32_t n = id + 1 > fs->n * 2 ? id + 1 : fs->n * 2;
+			struct tp_cli_format *v = realloc(fs->v, n * sizeof(*v));
+
+			if (!v)
+				break;
+			memset(v + fs->n, 0, (n - fs->n) * sizeof(*v));
+			fs->v = v;
+			fs->n = n;
+		}
+		fs->v[id].cls = strdup(cls);
+		fs->v[id].types = strdup(types);
+		fs->v[id].fmt = strdup(fmt);
+	}
+	free(line);
+	fclose(f);
+	if (bad)
+		tp_cli_error(cmd, "warning: %s:%lu: %lu malformed line%s ignored", path, first_bad,
+			     bad, bad > 1 ? "s" : "");
+	if (fs && !fs->n) {
+		tp_cli_formats_free(fs);
+		fs = NULL;
+	}
+	return fs;
+}
+
+int tp_cli_marker_text(const struct tp_cli_formats *fs, const struct tp_trace_event *ev, char *buf,
+		       size_t len)
+{
+	const struct tp_trace_field *id = tp_trace_event_field(ev, "fmt");
+	union tp_trace_value args[8];
+	const struct tp_cli_format *m;
+	size_t n;
+
+	if (!fs || !id || id->type != TP_TRACE_INT || id->u >= fs->n)
+		return -ENOENT;
+	m = &fs->v[id->u];
+	if (!m->fmt || !m->cls || !m->types || strcmp(m->cls, ev->name))
+		return -ENOENT;
+	n = strlen(m->types);
+	for (size_t i = 0; i < n; i++) {
+		char name[4] = {'a', (char)('0' + i), 0};
+		const struct tp_trace_field *a = tp_trace_event_field(ev, name);
+		char t = m->types[i];
+
+		if (!a)
+			return -ENOENT;
+		if (t == 's' && a->type == TP_TRACE_STRING)
+			args[i].s = a->str;
+		else if (t == 'd' && a->type == TP_TRACE_FLOAT)
+			args[i].d = a->d;
+		else if (t != 's' && t != 'd' && a->type == TP_TRACE_INT)
+			args[i].u = a->u; /* signed values come sign-extended */
+		else
+			return -ENOENT;
+	}
+	int r = tp_trace_format(m->fmt, m->types, args, n, buf, len);
+	return r < 0 ? -ENOENT : r;
 }
 
 bool tp_cli_is_addr_field(const char *name)
@@ -298,6 +480,26 @@ void tp_cli_put_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
 		fprintf(f, "%" PRIu64, v);
 }
 
+void tp_cli_put_float(FILE *f, double v)
+{
+	char buf[48];
+	int prec = 1, e;
+
+	/* The fewest significant digits that read back as the same double, without an exponent
+	 * for magnitudes from 1e-5 to 1e17, as babeltrace2 prints them. */
+	for (; prec < 17; prec++) {
+		snprintf(buf, sizeof(buf), "%.*g", prec, v);
+		if (strtod(buf, NULL) == v || v != v)
+			break;
+	}
+	snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
+	e = isfinite(v) && v != 0 ? atoi(strchr(buf, 'e') + 1) : 0;
+	if (e >= prec && e < 17)
+		prec = e + 1;
+	snprintf(buf, sizeof(buf), "%.*g", prec, v);
+	fputs(buf, f);
+}
+
 /* Length of the valid UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
@@ -376,6 +578,11 @@ static void put_text_str(FILE *f, const char *str, size_t n)
 	fputc('"', f);
 }
 
+void tp_cli_put_text(FILE *f, const char *s, size_t len)
+{
+	put_text_str(f, s, len);
+}
+
 void tp_cli_put_name(FILE *f, const char *str, bool folded)
 {
 	const unsigned char *s = (const unsigned char *)str;
@@ -410,6 +617,9 @@ void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
 	switch (fld->type) {
 	case TP_TRACE_INT:
 		tp_cli_put_int(f, fld, fld->u);
+		break;
+	case TP_TRACE_FLOAT:
+		tp_cli_put_float(f, fld->d);
 		break;
 	case TP_TRACE_STRING:
 		put_text_str(f, fld->str, fld->count);
@@ -482,6 +692,13 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
 	switch (fld->type) {
 	case TP_TRACE_INT:
 		put_json_int(f, fld, fld->u);
+		break;
+	case TP_TRACE_FLOAT:
+		/* JSON has no NaN or infinity. */
+		if (isfinite(fld->d))
+			tp_cli_put_float(f, fld->d);
+		else
+			fputs("null", f);
 		break;
 	case TP_TRACE_STRING:
 		tp_cli_json_str(f, fld->str, fld->count);

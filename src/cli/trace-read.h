@@ -17,13 +17,19 @@ struct tp_symtab;
  * hidden name, because babeltrace2 and our reader take every other regular file of a trace
  * directory for a stream. */
 #define TP_CLI_MAPS_FILE ".maps"
+/* The format strings of static tracepoints, by the "fmt" field of their events, written by
+ * `tracepad markers record`: "ID\tCLASS\tTYPES\tFORMAT" lines (C escapes in FORMAT). */
+#define TP_CLI_FORMATS_FILE ".formats"
+
+struct tp_cli_formats;
 
 struct tp_cli_trace {
 	const char *cmd; /* for error messages: "tracepad CMD: ..." */
 	const char *dir;
 	struct tp_trace_reader *r;
-	struct tp_symtab *syms; /* from DIR/.maps; NULL when the trace has none */
-	uint64_t nr_events;	/* returned so far */
+	struct tp_symtab *syms;		/* from DIR/.maps; NULL when the trace has none */
+	struct tp_cli_formats *formats; /* from DIR/.formats; NULL when the trace has none */
+	uint64_t nr_events;		/* returned so far */
 };
 
 /* Open the trace DIR (and its .maps with @want_maps).  Returns 0, or prints one line and
@@ -36,6 +42,16 @@ void tp_cli_trace_close(struct tp_cli_trace *t);
 /* Load @path as a maps file into a new symbol table; NULL when absent or empty.  Malformed
  * lines are skipped with a warning naming the first one. */
 struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path);
+
+/* Load @path as a formats file; NULL when absent or empty.  Malformed lines are skipped with
+ * a warning naming the first one. */
+struct tp_cli_formats *tp_cli_formats_load(const char *cmd, const char *path);
+void tp_cli_formats_free(struct tp_cli_formats *f);
+/* The text of a static tracepoint's event: the format its "fmt" field names applied to its
+ * typed a0.. fields.  Returns the length (snprintf-like), or -ENOENT when the event is not
+ * one, its format is unknown or its fields do not fit the format's argument types. */
+int tp_cli_marker_text(const struct tp_cli_formats *f, const struct tp_trace_event *ev, char *buf,
+		       size_t len);
 
 /* Does this integer field hold a code address (pc, ip, addr, *_addr)? */
 bool tp_cli_is_addr_field(const char *name);
@@ -54,10 +70,15 @@ void tp_cli_fmt_secs(uint64_t ns, char *buf, size_t len);
 bool tp_cli_field_hidden(const struct tp_trace_event *ev, uint32_t i);
 /* An integer in its display base: decimal, or 0x.. of its bits for base 16. */
 void tp_cli_put_int(FILE *f, const struct tp_trace_field *fld, uint64_t v);
+/* A double as the shortest decimal text that reads back as the same value ("0.5", "500", "1e+100",
+ * "nan", "-inf"). */
+void tp_cli_put_float(FILE *f, double v);
 /* A name from the trace (event class, field, stream file, function) as text: control
  * characters and bytes that are not UTF-8 as \xHH; for folded stacks, the separators ';' and
  * blanks as '_' and bad bytes as '?'. */
 void tp_cli_put_name(FILE *f, const char *s, bool folded);
+/* A string as text: quoted, with C escapes for what a terminal would interpret. */
+void tp_cli_put_text(FILE *f, const char *s, size_t len);
 /* A field's value as text: integers in their base, strings quoted, bytes as <hex>,
  * arrays as [a, b]. */
 void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld);

@@ -5,60 +5,12 @@
 #include <errno.h>
 #include <string.h>
 
-static const char *const arg_names[TP_MAX_ARGS] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"};
-/* A double travels as its bits: the name says so, since readers show an integer. */
-static const char *const dbl_names[TP_MAX_ARGS] = {"a0_f64bits", "a1_f64bits", "a2_f64bits",
-						   "a3_f64bits", "a4_f64bits", "a5_f64bits",
-						   "a6_f64bits", "a7_f64bits"};
-
-static int int_bytes(char t)
-{
-	switch (t) {
-	case TP_ARG_I8:
-	case TP_ARG_U8:
-		return 1;
-	case TP_ARG_I16:
-	case TP_ARG_U16:
-		return 2;
-	case TP_ARG_I32:
-	case TP_ARG_U32:
-		return 4;
-	case TP_ARG_I64:
-	case TP_ARG_U64:
-	case TP_ARG_PTR:
-	case TP_ARG_DOUBLE:
-		return 8;
-	default:
-		return 0;
-	}
-}
-
 int tp_markers_fields(const struct tp_site_desc *desc,
 		      struct tp_trace_field_desc out[TP_MARKERS_MAX_FIELDS])
 {
-	if (desc->nargs > TP_MAX_ARGS)
+	if (desc->nargs > TP_MAX_ARGS || strlen(desc->types) != desc->nargs)
 		return -EINVAL;
-	memset(out, 0, sizeof(out[0]) * (desc->nargs + 1));
-	out[0].name = "fmt";
-	out[0].type = TP_TRACE_INT;
-	out[0].bits = 32;
-	for (uint32_t i = 0; i < desc->nargs; i++) {
-		struct tp_trace_field_desc *f = &out[i + 1];
-		char t = desc->types[i];
-
-		f->name = t == TP_ARG_DOUBLE ? dbl_names[i] : arg_names[i];
-		if (t == TP_ARG_STR) {
-			f->type = TP_TRACE_STRING;
-			continue;
-		}
-		if (!int_bytes(t))
-			return -EINVAL;
-		f->type = TP_TRACE_INT;
-		f->bits = (uint8_t)(int_bytes(t) * 8);
-		f->is_signed = t >= 'a' && t != TP_ARG_PTR && t != TP_ARG_DOUBLE;
-		f->base = t == TP_ARG_PTR || t == TP_ARG_DOUBLE ? 16 : 10;
-	}
-	return (int)desc->nargs + 1;
+	return tp_markers_fields_of(desc->types, out);
 }
 
 static size_t str_len(const char *s)
@@ -72,7 +24,7 @@ size_t tp_markers_record_size(const struct tp_site_desc *desc, const union tp_ar
 
 	for (uint32_t i = 0; i < desc->nargs && i < TP_MAX_ARGS; i++) {
 		char t = desc->types[i];
-		n += t == TP_ARG_STR ? str_len(args[i].s) + 1 : (size_t)int_bytes(t);
+		n += t == TP_ARG_STR ? str_len(args[i].s) + 1 : (size_t)tp_markers_arg_bytes(t);
 	}
 	return n;
 }
@@ -88,7 +40,7 @@ ssize_t tp_markers_encode(const struct tp_site_desc *desc, uint32_t fmt_id,
 	p = tp_trace_put_u32(p, fmt_id);
 	for (uint32_t i = 0; i < desc->nargs && i < TP_MAX_ARGS; i++) {
 		char t = desc->types[i];
-		switch (int_bytes(t)) {
+		switch (tp_markers_arg_bytes(t)) {
 		case 1:
 			p = tp_trace_put_u8(p, (uint8_t)args[i].u);
 			break;
@@ -120,7 +72,7 @@ int tp_markers_decode(const struct tp_site_desc *desc, const uint8_t *buf, size_
 	p += 4;
 	for (uint32_t i = 0; i < desc->nargs; i++) {
 		char t = desc->types[i];
-		int n = int_bytes(t);
+		int n = tp_markers_arg_bytes(t);
 		if (t == TP_ARG_STR) {
 			const uint8_t *nul = memchr(p, 0, (size_t)(end - p));
 			if (!nul)

@@ -1,6 +1,8 @@
 /* The binary form of a marker event, for the trace store's rings (markers.c writes it under
- * `tracepad markers record`): a u32 format id (FNV-1a of the format string), then each argument in
- * the trace store's payload layout (little-endian, unaligned; strings NUL-terminated). */
+ * `tracepad markers record`): a u32 format id (its index in the control table, ctl.h), then
+ * each argument in the trace store's payload layout (little-endian, unaligned; strings
+ * NUL-terminated).  The field rules are inline so that tracepad (src/cli/cmd-markers.c, with
+ * TP_NO_SITE_REGISTRATION) builds the same classes as the runtime. */
 #ifndef TP_MARKERS_RECORD_H
 #define TP_MARKERS_RECORD_H
 
@@ -8,17 +10,78 @@
 
 #include "trace/trace.h"
 
+#include <errno.h>
+#include <string.h>
 #include <sys/types.h>
 
 /* Longest string argument kept in a record (the rest is cut). */
 #define TP_MARKERS_STR_MAX 256
-/* Field names of a record: "fmt", then "a0".."a7" ("aN_f64bits" for a double). */
+/* Field names of a record: "fmt", then "a0".."a7". */
 #define TP_MARKERS_MAX_FIELDS (1 + TP_MAX_ARGS)
 
-/* The event class fields of a site's records, for tp_trace_schema_add().  Doubles are
- * carried as their IEEE-754 bits in a 64-bit hex integer named "aN_f64bits" (the trace store
- * has no float field yet).  `tracepad markers record` (src/cli/cmd-markers.c) repeats these
- * rules.  Returns the number of fields or -EINVAL for an unknown type code. */
+/* Bytes of a non-string argument in a record, 0 for a string or an unknown code. */
+static inline int tp_markers_arg_bytes(char t)
+{
+	switch (t) {
+	case TP_ARG_I8:
+	case TP_ARG_U8:
+		return 1;
+	case TP_ARG_I16:
+	case TP_ARG_U16:
+		return 2;
+	case TP_ARG_I32:
+	case TP_ARG_U32:
+		return 4;
+	case TP_ARG_I64:
+	case TP_ARG_U64:
+	case TP_ARG_PTR:
+	case TP_ARG_DOUBLE:
+		return 8;
+	default:
+		return 0;
+	}
+}
+
+/* The event class fields of the records of sites with argument types @types (TP_ARG_*
+ * codes), for tp_trace_schema_add(): "fmt" u32, then integers by size and sign, pointers as
+ * hex u64, doubles as 64-bit floats, strings as strings.  Returns the number of fields or
+ * -EINVAL (unknown code, more than TP_MAX_ARGS arguments). */
+static inline int tp_markers_fields_of(const char *types,
+				       struct tp_trace_field_desc out[TP_MARKERS_MAX_FIELDS])
+{
+	static const char *const names[TP_MAX_ARGS] = {"a0", "a1", "a2", "a3",
+						       "a4", "a5", "a6", "a7"};
+	size_t n = strlen(types);
+
+	if (n > TP_MAX_ARGS)
+		return -EINVAL;
+	memset(out, 0, sizeof(out[0]) * (n + 1));
+	out[0].name = "fmt";
+	out[0].type = TP_TRACE_INT;
+	out[0].bits = 32;
+	for (size_t i = 0; i < n; i++) {
+		struct tp_trace_field_desc *f = &out[i + 1];
+		char t = types[i];
+
+		f->name = names[i];
+		if (t == TP_ARG_STR) {
+			f->type = TP_TRACE_STRING;
+		} else if (t == TP_ARG_DOUBLE) {
+			f->type = TP_TRACE_FLOAT;
+			f->bits = 64;
+		} else if (tp_markers_arg_bytes(t)) {
+			f->type = TP_TRACE_INT;
+			f->bits = (uint8_t)(tp_markers_arg_bytes(t) * 8);
+			f->is_signed = t >= 'a' && t != TP_ARG_PTR;
+			f->base = t == TP_ARG_PTR ? 16 : 10;
+		} else {
+			return -EINVAL;
+		}
+	}
+	return (int)n + 1;
+}
+
+/* The same for a site. */
 int tp_markers_fields(const struct tp_site_desc *desc,
 		      struct tp_trace_field_desc out[TP_MARKERS_MAX_FIELDS]);
 

@@ -1,7 +1,9 @@
 /* Target of the `tracepad markers record` tests: fires known typed events (in the executable
  * and in a library it links with) from the main thread and a second thread ("record-target N": N
  * rounds each), prints "fired K" with the number of events it fired, then exits; with "wait" as the
- * second argument it pauses after printing instead, to be killed. */
+ * second argument it pauses after printing instead, to be killed.  A third argument names a
+ * library to dlopen after that, whose rec_dl_fire(v) it calls for v = 0..N-1 (counted). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,20 @@ int main(int argc, char **argv)
 		return 1;
 	fire(0);
 	pthread_join(th, NULL);
-	printf("fired %d\n", 2 * rounds * PER_ROUND);
+	int fired = 2 * rounds * PER_ROUND;
+	if (argc > 3) {
+		void *lib = dlopen(argv[3], RTLD_NOW);
+		void (*dl_fire)(int) = lib ? (void (*)(int))dlsym(lib, "rec_dl_fire") : NULL;
+
+		if (!dl_fire) {
+			fprintf(stderr, "record-target: %s\n", dlerror());
+			return 1;
+		}
+		for (int v = 0; v < rounds; v++)
+			dl_fire(v);
+		fired += rounds;
+	}
+	printf("fired %d\n", fired);
 	fflush(stdout);
 	if (argc > 2 && !strcmp(argv[2], "wait"))
 		for (;;)

@@ -27,7 +27,8 @@ int main(void)
 	ok(f[3].bits == 32 && f[3].is_signed, "a2 int32");
 	ok(f[4].bits == 64 && !f[4].is_signed && f[4].base == 10, "a3 uint64");
 	ok(f[5].bits == 64 && f[5].base == 16, "a4 pointer in hex");
-	ok(f[6].bits == 64 && f[6].base == 16, "a5 double as its bits");
+	ok(f[6].type == TP_TRACE_FLOAT && f[6].bits == 64 && !strcmp(f[6].name, "a5"),
+	   "a5 double as a 64-bit float");
 	ok(!strcmp(f[7].name, "a6") && f[7].type == TP_TRACE_STRING, "a6 string");
 
 	/* 4 fmt + 1 + 2 + 4 + 8 + 8 + 8 + 3 ("hi\0") */
