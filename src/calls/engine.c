@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <sys/time.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -366,22 +365,6 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 	return 0;
 }
 
-static int arm_watch(pid_t tid, uint64_t addr)
-{
-	/* DR0 = the 8 bytes of r_brk, DR7: local enable 0, break on write, length 8. */
-	unsigned long dr7 = 1ul | (1ul << 16) | (2ul << 18);
-
-	if (ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[0]), addr) ||
-	    ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[7]), dr7))
-		return -errno;
-	return 0;
-}
-
-static void disarm_watch(pid_t tid)
-{
-	ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[7]), 0);
-}
-
 /* The dynamic loader: find r_debug; plant the breakpoint at r_brk, or watch for ld.so to
  * set it (a launched program at its first instruction). */
 static void watch_loader(struct session *s, struct image *im, pid_t tid, struct object *o)
@@ -395,7 +378,7 @@ static void watch_loader(struct session *s, struct image *im, pid_t tid, struct 
 	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) == 8 && brk) {
 		im->rbrk = brk;
 		tp_calls_func_add(s, im, tid, o, brk, "_dl_debug_state", F_RBRK);
-	} else if (!arm_watch(tid, im->rdebug + 16)) {
+	} else if (!tp_proc_watch_write(tid, im->rdebug + 16)) {
 		im->watch_tid = tid;
 	}
 }
@@ -611,7 +594,7 @@ int tp_calls_watch_hit(struct session *s, struct image *im, pid_t tid)
 {
 	uint64_t brk = 0;
 
-	disarm_watch(tid);
+	tp_proc_watch_clear(tid);
 	im->watch_tid = 0;
 	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) != 8 || !brk || !im->ldso)
 		return -EIO;

@@ -1114,12 +1114,13 @@ static struct tp_proto *build(struct dwobj *o, const char *name, uint64_t vaddr)
 		return NULL;
 	if (name)
 		tab = table_lookup(name, len);
+	/* libc's own functions: the table knows what the values mean (strings of write(),
+	 * the flags of open()), and gives the same lines whether or not libc's debug info is
+	 * installed. */
+	if (tab && o->libc)
+		return proto_from_table(tab);
 	if (!find_subprogram(o, vaddr, &die)) {
 		p = proto_from_die(&die);
-		/* DWARF gives types, not what a value means: take the convention from the
-		 * table when the function is libc's. */
-		if (p && tab && o->libc)
-			p->fail = tab->fail;
 		return p;
 	}
 	return tab ? proto_from_table(tab) : NULL;

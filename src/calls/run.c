@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -357,7 +356,7 @@ static const struct tp_proto *proto_of(struct session *s, struct func *f)
 
 static bool get_fp(pid_t tid, const struct tp_proto *p, struct user_fpregs_struct *fp)
 {
-	return p && tp_proto_needs_fp(p) && !ptrace(PTRACE_GETFPREGS, tid, 0, fp);
+	return p && tp_proto_needs_fp(p) && !tp_proc_get_fpregs(tid, fp);
 }
 
 /* ---- SIGTRAP of the program ---- */
@@ -983,8 +982,7 @@ static int leave(struct session *s)
 		if (tp_proc_tasks_of(s->p, im->pid, t, 1) <= 0)
 			continue;
 		if (im->watch_tid)
-			ptrace(PTRACE_POKEUSER, im->watch_tid, offsetof(struct user, u_debugreg[7]),
-			       0);
+			tp_proc_watch_clear(im->watch_tid);
 		r = tp_bp_remove_all(im->bps);
 		if (r) {
 			tp_err("process %d: restoring its memory: %s", im->pid, strerror(-r));

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +21,27 @@
 int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs)
 {
 	return ptrace(PTRACE_GETREGS, tid, 0, regs) ? -errno : 0;
+}
+
+int tp_proc_get_fpregs(pid_t tid, struct user_fpregs_struct *fp)
+{
+	return ptrace(PTRACE_GETFPREGS, tid, 0, fp) ? -errno : 0;
+}
+
+int tp_proc_watch_write(pid_t tid, uint64_t addr)
+{
+	/* DR0 = @addr; DR7: local enable of DR0, break on data writes, length 8. */
+	unsigned long dr7 = 1ul | (1ul << 16) | (2ul << 18);
+
+	if (ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[0]), addr) ||
+	    ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[7]), dr7))
+		return -errno;
+	return 0;
+}
+
+int tp_proc_watch_clear(pid_t tid)
+{
+	return ptrace(PTRACE_POKEUSER, tid, offsetof(struct user, u_debugreg[7]), 0) ? -errno : 0;
 }
 
 int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs)

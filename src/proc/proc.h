@@ -122,6 +122,13 @@ int tp_proc_resume_all(struct tp_proc *p);
 
 int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs);
 int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs);
+/* A hardware watchpoint on writes to the 8 aligned bytes at @addr (debug register 0): the
+ * write is reported as a TP_EV_SIGNAL SIGTRAP with si_code TRAP_HWBKPT.  Cleared by
+ * tp_proc_watch_clear(). */
+int tp_proc_watch_write(pid_t tid, uint64_t addr);
+int tp_proc_watch_clear(pid_t tid);
+/* The x87/SSE registers (xmm0-15: float and double arguments and returns). */
+int tp_proc_get_fpregs(pid_t tid, struct user_fpregs_struct *fp);
 /* Program counter only (one PTRACE_PEEKUSER). */
 int tp_proc_get_pc(pid_t tid, uint64_t *pc);
 int tp_proc_set_pc(pid_t tid, uint64_t pc);

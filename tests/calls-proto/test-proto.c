@@ -151,7 +151,7 @@ static int run_target(struct run *r, bool is_static)
 		}
 		pc = regs.rip - 1;
 		/* src/proc has no FP register access yet: the engine will need one. */
-		if (ptrace(PTRACE_GETFPREGS, ev.tid, 0, &fp))
+		if (tp_proc_get_fpregs(ev.tid, &fp))
 			memset(&fp, 0, sizeof(fp));
 		if (pc == main_addr && !ready) {
 			ready = true;
