@@ -777,6 +777,17 @@ int tp_bp_call(struct tp_bps *bps, pid_t tid, uint64_t fn, const uint64_t args[6
 	return r;
 }
 
+bool tp_bp_owns_trap(struct tp_bps *bps, uint64_t pc)
+{
+	struct bp *bp;
+
+	if (bps->tramp && pc - 1 == bps->tramp)
+		return true;
+	/* Past a 1-byte instruction, addr + 1 is also where its slot jumps back to. */
+	bp = find(bps, pc - 1);
+	return bp && bp->len > 1;
+}
+
 uint64_t tp_bp_trampoline(const struct tp_bps *bps)
 {
 	return bps->tramp;

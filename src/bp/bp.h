@@ -81,6 +81,9 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 int tp_bp_call(struct tp_bps *bps, pid_t tid, uint64_t fn, const uint64_t args[6], uint64_t *ret);
 /* Hooked calls of @tid in flight. */
 unsigned tp_bp_depth(struct tp_bps *bps, pid_t tid);
+/* Is a thread at @pc certainly just past one of our int3s (the trampoline, or a breakpoint
+ * over an instruction longer than one byte, whose addr + 1 nothing else reaches)? */
+bool tp_bp_owns_trap(struct tp_bps *bps, uint64_t pc);
 /* The return trampoline's address (0 before the first TP_BP_RETURN breakpoint). */
 uint64_t tp_bp_trampoline(const struct tp_bps *bps);
 /* The real return address of @tid's hooked call whose return address slot is @slot. */

@@ -617,7 +617,9 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 	if (!t)
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
 	im = t->img;
-	if (tp_proc_get_regs(ev->tid, &regs))
+	if (ev->has_regs)
+		regs = ev->regs;
+	else if (tp_proc_get_regs(ev->tid, &regs))
 		return 0; /* killed meanwhile: its exit follows */
 	stop_sp = regs.rip - 1 == tp_bp_trampoline(im->bps) ? regs.rsp - 8 : regs.rsp;
 	if (t->rehook_at && stop_sp >= t->rehook_at) {
@@ -882,6 +884,13 @@ static int handle(struct session *s, const struct tp_event *ev)
 	}
 }
 
+static bool trap_filter(void *arg, pid_t pid, const struct user_regs_struct *regs)
+{
+	struct image *im = tp_calls_image_of(arg, pid);
+
+	return im && tp_bp_owns_trap(im->bps, regs->rip);
+}
+
 /* ---- summary ---- */
 
 static int cmp_stat(const void *a, const void *b)
@@ -1084,6 +1093,9 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		goto out;
 	}
 	s.started = true;
+	/* A traced call is two stops a few microseconds apart. */
+	tp_proc_set_spin(s.p, 100);
+	tp_proc_set_trap_filter(s.p, trap_filter, &s);
 	if (o->pid && o->duration > 0) {
 		struct itimerval it = {
 		    .it_value = {.tv_sec = (time_t)o->duration,

@@ -49,7 +49,10 @@ struct tp_proc {
 	struct tp_early *early;
 	int nearly, early_cap;
 
-	pid_t unrelated; /* a child of the tracer that is not ours, blocking waitid(P_ALL) */
+	pid_t unrelated;  /* a child of the tracer that is not ours, blocking waitid(P_ALL) */
+	uint64_t spin_ns; /* tp_proc_set_spin() */
+	tp_proc_trap_filter_fn trap_filter;
+	void *trap_arg;
 };
 
 /* proc.c: task table */

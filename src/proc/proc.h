@@ -47,10 +47,12 @@ struct tp_event {
 	int status;	/* TP_EV_EXITED: wait status; TP_EV_EXIT: the exit status to come */
 	pid_t new_tid;	/* TP_EV_CLONE / TP_EV_FORK */
 	bool vm_shared; /* TP_EV_FORK: the child shares the parent's memory (vfork, CLONE_VM) */
+	bool has_regs;	/* TP_EV_BREAKPOINT recognised by the trap filter: @regs are valid */
 	siginfo_t si;	/* TP_EV_STEP / TP_EV_BREAKPOINT / TP_EV_SIGNAL */
 	bool leader;	/* TP_EV_EXITED: the thread-group leader of a traced process */
 	pid_t old_tid;	/* TP_EV_EXEC: the tid that called execve; when it differs from tid (a
 			 * non-leader thread exec'd), that tid is gone without an exit report */
+	struct user_regs_struct regs; /* when has_regs: the registers at the stop */
 };
 
 enum tp_resume {
@@ -94,6 +96,17 @@ int tp_proc_exit_status(const struct tp_proc *p);
 int tp_proc_wait(struct tp_proc *p, struct tp_event *ev);
 /* Give back an event taken from tp_proc_wait() and not handled: returned again later. */
 int tp_proc_requeue(struct tp_proc *p, const struct tp_event *ev);
+/* Is the SIGTRAP stop of a task of process @pid with registers @regs at one of the
+ * caller's int3s (pc - 1)?  Only a yes that cannot be wrong: an address where no thread can
+ * be but after executing that int3. */
+typedef bool (*tp_proc_trap_filter_fn)(void *arg, pid_t pid, const struct user_regs_struct *regs);
+/* With a filter, a SIGTRAP stop after PTRACE_CONT costs one PTRACE_GETREGS, whose registers
+ * come in the event (has_regs), instead of a PTRACE_GETSIGINFO when the filter says yes. */
+void tp_proc_set_trap_filter(struct tp_proc *p, tp_proc_trap_filter_fn fn, void *arg);
+/* When a single task runs, poll for its next stop for up to @us microseconds before
+ * sleeping (0, the default: sleep at once).  For tracers whose stops come every few
+ * microseconds: it saves the wake-up of a sleeping tracer, at the cost of CPU time. */
+void tp_proc_set_spin(struct tp_proc *p, unsigned us);
 /* Resume a stopped task, delivering @sig (0 for none). */
 int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig);
 
