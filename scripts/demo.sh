@@ -1,5 +1,5 @@
 #!/bin/sh
-# `make demo`: tracepad's main job on the bundled example, with both engines.
+# `make demo`: tracepad's main jobs on the bundled example: count with both engines, calls.
 set -eu
 build=${1:-build}
 tp="$build/src/cli/tracepad"
@@ -15,3 +15,12 @@ echo "== tracepad count --engine ptrace --start sieve --by mnemonic --top 10 -- 
 echo
 echo "== tracepad count --by function --top 8 -- /bin/true   (whole program; the start-up is stepped by ptrace)"
 "$tp" count --by function --top 8 -- /bin/true
+echo
+echo "== tracepad calls -T -- $demo   (its functions and the library calls it makes)"
+"$tp" calls -T -- "$demo"
+echo
+echo "== tracepad calls -c -e 'libc:malloc,libc:free,libc:strlen' -- gzip -9 -c $demo   (summary)"
+"$tp" calls -c -e 'libc:malloc,libc:free,libc:strlen' -- gzip -9 -c "$demo" > /dev/null
+echo
+echo "== tracepad calls -c -e '!*' --plugin memory:depth=4 -- ls -l /   (blocks left at exit)"
+"$tp" calls -c -e '!*' --plugin memory:depth=4 -- ls -l / > /dev/null
