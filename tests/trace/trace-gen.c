@@ -148,22 +148,26 @@ static void *worker_main(void *arg)
 	struct worker *wk = arg;
 	struct tp_trace_producer p;
 	int err = tp_trace_shm_producer_init(wk->shm, &p);
+	uint64_t base;
 
 	if (err)
 		die("claim", err);
+	/* The ring's count is cumulative over its owners (a CTF stream's events_discarded): a
+	 * worker that starts after another one finished may get that one's ring. */
+	base = p.discarded;
 	for (uint64_t i = 0; i < wk->events; i++) {
 		put_seq(&p, wk->id, wk->index, i);
 		if (wk->progress)
 			__atomic_store_n(wk->progress, i + 1, __ATOMIC_RELAXED);
 	}
-	wk->committed = wk->events - p.discarded;
-	wk->discarded = p.discarded;
+	wk->committed = wk->events - (p.discarded - base);
+	wk->discarded = p.discarded - base;
 	if (wk->uncommitted) {
 		uint8_t *e = tp_trace_reserve(&p, (uint16_t)wk->id, 32);
 
 		if (e)
-			memset(e, 0xee, 32); /* never committed: must not show up */
-		wk->discarded = p.discarded; /* a reserve may be discarded too */
+			memset(e, 0xee, 32);	    /* never committed: must not show up */
+		wk->discarded = p.discarded - base; /* a reserve may be discarded too */
 		pthread_barrier_wait(wk->done);
 		pause();
 	}
