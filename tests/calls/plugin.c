@@ -11,6 +11,7 @@ struct counts {
 	const struct tracepad_host *host;
 	char args[64];
 	unsigned long calls, rets, add_calls, add_rets, bad, proc_start, proc_exit, thr_start;
+	unsigned long crash_at; /* ARGS "crash=N": fault at the Nth call, as a buggy plugin would */
 	uint64_t add_sum;
 };
 
@@ -19,6 +20,8 @@ static void on_call(void *priv, struct tracepad_call *c)
 	struct counts *n = priv;
 
 	n->calls++;
+	if (n->calls == n->crash_at)
+		*(volatile int *)c->user = 1; /* c->user is NULL at entry */
 	if (c->user)
 		n->bad++;
 	c->user = n;
@@ -85,6 +88,8 @@ __attribute__((visibility("default"))) int tracepad_plugin_init(const struct tra
 		return -12;
 	n->host = host;
 	snprintf(n->args, sizeof(n->args), "%s", args ? args : "(none)");
+	if (args && !strncmp(args, "crash=", 6))
+		n->crash_at = strtoul(args + 6, NULL, 10);
 	/* The plugin asks for tpc_add itself: the test passes no -e for it. */
 	err = host->select(host->ctx, "libtpcalls:tpc_add");
 	if (err) {

@@ -2,8 +2,9 @@
 """tracepad calls --plugin PATH[:ARGS]: a test plugin (plugin.c) selects tpc_add itself, counts
 its callbacks and prints them at fini; the counts must be the program's exact numbers."""
 import re
+import signal
 
-from tpcalls import check, done, calls, target
+from tpcalls import check, done, calls, run, target
 
 plugin = target("libtpcalls-plugin.so")
 N = 300
@@ -30,6 +31,19 @@ check(c.get("proc_start") == "1" and c.get("proc_exit") == "1",
       "one process start and one process exit", c)
 check(len([x for x in r.calls if x.function == "tpc_add"]) == N,
       "the plugin's selection is traced in the output too", len(r.calls))
+
+# A plugin that crashes tracepad: the program gets its bytes and return addresses back and
+# runs to its end untraced, with the output of an untraced run.
+native = run([target("calls-lazy"), str(N)])
+r = calls(["--plugin", plugin + ":crash=50", "-e", "libtpcalls:tpc_word"],
+          [target("calls-lazy"), str(N)])
+check(r.rc == -signal.SIGSEGV and "crashed; restoring the programs and detaching" in r.err,
+      "a plugin's fault kills tracepad with SIGSEGV, which says so", r)
+nopid = lambda out: re.sub(r"^pid \d+$", "pid N", out, flags=re.M)  # noqa: E731
+check(nopid(r.out) == nopid(native.out) and native.rc == 0 and "calls 300" in r.out,
+      "the program then runs to its end untraced, its output unchanged", (r.out, native.out))
+check(len([x for x in r.calls if x.function == "tpc_add"]) < N,
+      "tracing stopped at the crash", len(r.calls))
 
 r = calls(["-f", "--plugin", plugin, "-e", "libtpcalls:tpc_word"],
           [target("calls-multi"), "forkexec", target("calls-lazy")])
