@@ -614,6 +614,8 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 	struct func *f;
 	int r;
 
+	if (!t && (im = tp_calls_image_of(s, ev->pid)))
+		t = thread_add(s, ev->tid, ev->pid, im, true); /* a thread known late */
 	if (!t)
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
 	im = t->img;
