@@ -361,6 +361,8 @@ static bool get_fp(pid_t tid, const struct tp_proto *p, struct user_fpregs_struc
 
 /* ---- SIGTRAP of the program ---- */
 
+#define TRAP_BIT (1ULL << (SIGTRAP - 1))
+
 /* Scratch space in stopped task @tid's stack, below the red zone. */
 static uint64_t scratch(pid_t tid)
 {
@@ -384,38 +386,13 @@ static void trap_capture(struct image *im, pid_t tid)
 	       (unsigned long long)im->trap_act[0], (unsigned long long)im->trap_act[1]);
 }
 
-static int trap_state(pid_t tid, bool *ign, bool *cgt);
-
 /* A new image: SIGTRAP may be ignored (inherited) or caught (attached). */
 static void trap_init(struct image *im, pid_t tid)
 {
-	bool ign = false, cgt = false;
+	struct tp_sig_masks m;
 
-	if (!trap_state(tid, &ign, &cgt) && (ign || cgt))
+	if (!tp_proc_sig_masks(tid, &m) && ((m.ignored | m.caught) & TRAP_BIT))
 		trap_capture(im, tid);
-}
-
-/* Bit of SIGTRAP in the "SigIgn:" and "SigCgt:" masks of /proc/TID/status. */
-static int trap_state(pid_t tid, bool *ign, bool *cgt)
-{
-	char path[64], line[128];
-	int found = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", tid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long m;
-
-		if (sscanf(line, "SigIgn: %llx", &m) == 1 && ++found)
-			*ign = m >> (SIGTRAP - 1) & 1;
-		else if (sscanf(line, "SigCgt: %llx", &m) == 1 && ++found)
-			*cgt = m >> (SIGTRAP - 1) & 1;
-	}
-	fclose(f);
-	return found == 2 ? 0 : -EIO;
 }
 
 /* After a stop at one of our int3s: if the kernel reset SIGTRAP to SIG_DFL (it does when
@@ -423,11 +400,11 @@ static int trap_state(pid_t tid, bool *ign, bool *cgt)
  * a handler was reset only because SIGTRAP was blocked, so block it again. */
 static void trap_check(struct image *im, pid_t tid)
 {
-	uint64_t at, mask = 1ULL << (SIGTRAP - 1);
-	bool ign = false, cgt = false;
+	uint64_t at, mask = TRAP_BIT;
+	struct tp_sig_masks m;
 	int64_t ret;
 
-	if (trap_state(tid, &ign, &cgt) || ign || cgt)
+	if (tp_proc_sig_masks(tid, &m) || ((m.ignored | m.caught) & TRAP_BIT))
 		return;
 	tp_dbg("calls: SIGTRAP of %d was reset, restoring handler 0x%llx", tid,
 	       (unsigned long long)im->trap_act[0]);

@@ -681,22 +681,37 @@ static void reap_gone(pid_t tid)
 	waitpid(tid, &st, __WALL | WNOHANG);
 }
 
-bool tp_proc_sig_pending(pid_t tid, int sig)
+int tp_proc_sig_masks(pid_t tid, struct tp_sig_masks *m)
 {
+	static const char *const names[] = {"SigPnd:", "SigBlk:", "SigIgn:", "SigCgt:"};
+	uint64_t *fields[] = {&m->pending, &m->blocked, &m->ignored, &m->caught};
 	char path[64], line[128];
-	unsigned long long mask = 0;
-	bool found = false;
+	unsigned found = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
 	f = fopen(path, "re");
 	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "SigPnd:", 7))
-			found = sscanf(line + 7, "%llx", &mask) == 1;
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (found < 4 && fgets(line, sizeof(line), f)) {
+		for (unsigned i = 0; i < 4; i++) {
+			unsigned long long v;
+
+			if (!strncmp(line, names[i], 7) && sscanf(line + 7, "%llx", &v) == 1) {
+				*fields[i] = v;
+				found++;
+			}
+		}
+	}
 	fclose(f);
-	return found && (mask >> (sig - 1) & 1);
+	return found == 4 ? 0 : -EIO;
+}
+
+bool tp_proc_sig_pending(pid_t tid, int sig)
+{
+	struct tp_sig_masks m;
+
+	return !tp_proc_sig_masks(tid, &m) && (m.pending >> (sig - 1) & 1);
 }
 
 /* A task interrupted in the middle of a single-step may have the step's SIGTRAP queued but

@@ -155,7 +155,13 @@ int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
  * kernel.yama.ptrace_scope, other user).  Returns 0, or -ESRCH. */
 int tp_proc_perm_reason(pid_t pid, char *buf, size_t len);
 
-/* Is @sig pending in thread @tid's own queue ("SigPnd" of /proc/PID/task/TID/status)? */
+/* Signal masks of thread @tid from /proc/TID/status (bit sig - 1 for each signal): its own
+ * pending queue, its blocked mask, and the process's ignored and caught dispositions. */
+struct tp_sig_masks {
+	uint64_t pending, blocked, ignored, caught;
+};
+int tp_proc_sig_masks(pid_t tid, struct tp_sig_masks *m);
+/* Is @sig pending in thread @tid's own queue? */
 bool tp_proc_sig_pending(pid_t tid, int sig);
 
 /* Value of one auxv entry (AT_ENTRY, AT_PHDR, ...) of @pid; returns 0 or -ENOENT. */
