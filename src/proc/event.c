@@ -5,6 +5,7 @@
 #include "proc/proc-priv.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,6 +253,23 @@ void tp_proc_set_spin(struct tp_proc *p, unsigned us)
 	p->spin_ns = (uint64_t)us * 1000;
 }
 
+void tp_proc_set_wait_signal(struct tp_proc *p, int sig)
+{
+	p->wait_sig = sig;
+}
+
+/* Around a wait that may sleep: let the wait signal in, then shut it out again. */
+static void wait_sig_gate(struct tp_proc *p, int how)
+{
+	sigset_t set;
+
+	if (!p->wait_sig)
+		return;
+	sigemptyset(&set);
+	sigaddset(&set, p->wait_sig);
+	pthread_sigmask(how, &set, NULL);
+}
+
 /* The next wait status of one of our tasks. */
 static int next_status(struct tp_proc *p, pid_t *tidp, int *stp)
 {
@@ -267,7 +285,9 @@ static int next_status(struct tp_proc *p, pid_t *tidp, int *stp)
 	    (p->ntasks == 1 || last->tid != last->tgid)) {
 		if (p->spin_ns && spin_wait(p, last->tid, tidp, stp))
 			return 0;
+		wait_sig_gate(p, SIG_UNBLOCK);
 		tid = waitpid(last->tid, stp, __WALL | __WNOTHREAD);
+		wait_sig_gate(p, SIG_BLOCK);
 		if (tid > 0) {
 			*tidp = tid;
 			return 0;
@@ -281,9 +301,14 @@ static int next_status(struct tp_proc *p, pid_t *tidp, int *stp)
 		 * nothing running, only the deaths of stopped tasks can come, and they are there
 		 * already or never. */
 		si.si_pid = 0;
-		if (waitid(P_ALL, 0, &si,
+		if (p->nrunning)
+			wait_sig_gate(p, SIG_UNBLOCK);
+		r = waitid(P_ALL, 0, &si,
 			   WEXITED | WSTOPPED | __WALL | __WNOTHREAD | WNOWAIT |
-			       (p->nrunning ? 0 : WNOHANG)))
+			       (p->nrunning ? 0 : WNOHANG));
+		if (p->nrunning)
+			wait_sig_gate(p, SIG_BLOCK);
+		if (r)
 			return -errno;
 		tid = si.si_pid;
 		if (!tid)

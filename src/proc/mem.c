@@ -236,6 +236,35 @@ int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len)
 	return 0;
 }
 
+static int pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n, bool wr)
+{
+	struct iovec lv[1024], rv[1024];
+	size_t total = 0;
+	ssize_t got;
+
+	if (n > 1024)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		lv[i] = (struct iovec){pc[i].buf, pc[i].len};
+		rv[i] = (struct iovec){(void *)(uintptr_t)pc[i].addr, pc[i].len};
+		total += pc[i].len;
+	}
+	got = wr ? process_vm_writev(pid, lv, n, rv, n, 0) : process_vm_readv(pid, lv, n, rv, n, 0);
+	if (got < 0)
+		return -errno;
+	return (size_t)got == total ? 0 : -EFAULT;
+}
+
+int tp_proc_read_pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n)
+{
+	return pieces(pid, pc, n, false);
+}
+
+int tp_proc_write_pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n)
+{
+	return pieces(pid, pc, n, true);
+}
+
 /* ---- auxiliary vector ---- */
 
 int tp_proc_auxv(pid_t pid, unsigned long type, uint64_t *val)

@@ -51,6 +51,7 @@ struct tp_proc {
 
 	pid_t unrelated;  /* a child of the tracer that is not ours, blocking waitid(P_ALL) */
 	uint64_t spin_ns; /* tp_proc_set_spin() */
+	int wait_sig;	  /* tp_proc_set_wait_signal() */
 	tp_proc_trap_filter_fn trap_filter;
 	void *trap_arg;
 };

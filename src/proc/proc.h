@@ -107,6 +107,10 @@ void tp_proc_set_trap_filter(struct tp_proc *p, tp_proc_trap_filter_fn fn, void 
  * sleeping (0, the default: sleep at once).  For tracers whose stops come every few
  * microseconds: it saves the wake-up of a sleeping tracer, at the cost of CPU time. */
 void tp_proc_set_spin(struct tp_proc *p, unsigned us);
+/* Signal @sig (blocked by the caller) is unblocked only while tp_proc_wait() sleeps, so
+ * that its handler interrupts a sleep (-EINTR) and nothing else: a periodic timer wakes
+ * the event loop without breaking the tracer's other system calls.  0: none. */
+void tp_proc_set_wait_signal(struct tp_proc *p, int sig);
 /* Resume a stopped task, delivering @sig (0 for none). */
 int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig);
 
@@ -150,6 +154,16 @@ int tp_proc_set_pc(pid_t tid, uint64_t pc);
 ssize_t tp_proc_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* Write @len bytes, also into read-only text (through /proc/PID/mem); returns 0 or -errno. */
 int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* Scattered transfers in one system call (process_vm_readv/writev): @n pieces, at most
+ * 1024, each complete or the call fails.  Only pages the process itself may read (or
+ * write).  Return 0 or -errno (-EFAULT: some piece was short). */
+struct tp_proc_piece {
+	uint64_t addr;
+	void *buf;
+	size_t len;
+};
+int tp_proc_read_pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n);
+int tp_proc_write_pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n);
 
 /* Why ptrace(@pid) was refused with EPERM, as one line for the user (already traced,
  * kernel.yama.ptrace_scope, other user).  Returns 0, or -ESRCH. */
