@@ -24,6 +24,15 @@
 #define SLOT_SIZE 64
 #define REACH ((int64_t)1 << 31)
 
+/* Returns without a stop: ASYNC_SLOTS return stubs, then as many records, in one mapping
+ * anywhere in the address space (stubs reach their records RIP-relative). */
+#define ASYNC_SLOTS 4096
+#define STUB_SIZE 128
+#define STUB_CHUNK 64 /* stubs written at a time */
+#define ASYNC_CODE ((uint64_t)ASYNC_SLOTS * STUB_SIZE)
+#define ASYNC_SIZE (ASYNC_CODE + (uint64_t)ASYNC_SLOTS * TP_RSTUB_REC_SIZE)
+#define REAP_MAX 1023 /* records read at once (with one more word: IOV_MAX) */
+
 struct area {
 	uint64_t base;
 	unsigned used; /* slots handed out */
@@ -51,13 +60,36 @@ struct tp_bps {
 	uint64_t tramp; /* shared return trampoline (an int3 in a slot), 0 until needed */
 	struct shadow *sh;
 	unsigned nsh;
+	/* Returns without a stop (tp_bps_set_async()). */
+	tp_bp_return_fn ret_fn;
+	void *ret_arg;
+	int64_t errno_tpoff;
+	bool errno_known;
+	bool async_failed; /* no mapping for the stubs: every return stops */
+	uint64_t amap;	   /* the stubs' mapping, 0 until needed */
+	unsigned anext;	   /* stubs written so far */
+	uint32_t *afree;   /* slots free again (capacity ASYNC_SLOTS) */
+	unsigned nafree;
+	struct quarantined *aquar; /* slots of frames dropped while hooked */
+	unsigned naquar;
+	uint8_t (*rbuf)[TP_RSTUB_REC_SIZE]; /* REAP_MAX records */
+};
+
+/* The slot of a frame dropped while its stub was still its return address: it could still
+ * return through it (a stack switch), so the slot is only reused once the stack no longer
+ * holds the stub's address there. */
+struct quarantined {
+	uint64_t sp, ret;
+	uint32_t slot;
 };
 
 /* A hooked call in flight: the return address it replaced at @sp.  While unhooked (an
  * unwinder runs in the thread), the real return address is back in place. */
 struct frame {
 	uint64_t sp, ret, func;
+	int32_t slot; /* its return stub (returns without a stop), or -1: the trampoline */
 	bool unhooked;
+	bool borrowed; /* a vfork child's copy of its parent's frame: the slot is the parent's */
 };
 
 /* Frames dropped as unwound are kept a while: should one of them return after all (a stack
@@ -101,6 +133,9 @@ void tp_bps_free(struct tp_bps *bps)
 	for (unsigned i = 0; i < bps->nsh; i++)
 		free(bps->sh[i].f);
 	free(bps->sh);
+	free(bps->afree);
+	free(bps->aquar);
+	free(bps->rbuf);
 	free(bps);
 }
 
@@ -583,36 +618,292 @@ static int shadow_reserve(struct shadow *s, unsigned n)
 	return 0;
 }
 
-static void drop_top(struct shadow *s)
+/* ---- returns without a stop ---- */
+
+static uint64_t stub_at(const struct tp_bps *b, uint32_t k)
 {
-	s->grave[s->ngrave++ % GRAVE] = s->f[--s->n];
+	return b->amap + (uint64_t)k * STUB_SIZE;
 }
 
+static uint64_t rec_at(const struct tp_bps *b, uint32_t k)
+{
+	return b->amap + ASYNC_CODE + (uint64_t)k * TP_RSTUB_REC_SIZE;
+}
+
+/* What a frame's return address is while it is hooked. */
+static uint64_t hook_of(const struct tp_bps *b, const struct frame *f)
+{
+	return f->slot >= 0 ? stub_at(b, (uint32_t)f->slot) : b->tramp;
+}
+
+static bool in_stubs(const struct tp_bps *b, uint64_t pc)
+{
+	return b->amap && pc >= b->amap && pc < b->amap + ASYNC_CODE;
+}
+
+/* Map the stubs' area (code RX, records RW) by injection into stopped task @tid. */
+static int async_map(struct tp_bps *b, pid_t tid)
+{
+	uint64_t args[6] = {
+	    0, ASYNC_SIZE, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
+	int64_t ret;
+	int r;
+
+	b->afree = malloc(ASYNC_SLOTS * sizeof(*b->afree));
+	b->aquar = malloc(ASYNC_SLOTS * sizeof(*b->aquar));
+	b->rbuf = malloc(REAP_MAX * sizeof(*b->rbuf));
+	if (!b->afree || !b->aquar || !b->rbuf)
+		return -ENOMEM;
+	r = tp_bp_inject_syscall(b, tid, SYS_mmap, args, &ret);
+	if (r)
+		return r;
+	if (ret < 0 && ret > -4096)
+		return (int)ret;
+	uint64_t pargs[6] = {(uint64_t)ret + ASYNC_CODE, ASYNC_SIZE - ASYNC_CODE,
+			     PROT_READ | PROT_WRITE};
+	int64_t pret;
+
+	r = tp_bp_inject_syscall(b, tid, SYS_mprotect, pargs, &pret);
+	if (r || pret) {
+		uint64_t uargs[6] = {(uint64_t)ret, ASYNC_SIZE};
+
+		tp_bp_inject_syscall(b, tid, SYS_munmap, uargs, &pret);
+		return r ? r : (int)pret;
+	}
+	b->amap = (uint64_t)ret;
+	return 0;
+}
+
+/* The next STUB_CHUNK stubs, written in one go. */
+static int stubs_write(struct tp_bps *b)
+{
+	uint8_t code[STUB_CHUNK * STUB_SIZE];
+	size_t len;
+	int r;
+
+	memset(code, 0xcc, sizeof(code));
+	for (unsigned i = 0; i < STUB_CHUNK; i++) {
+		r = tp_arch_emit_return_stub(code + i * STUB_SIZE, STUB_SIZE,
+					     stub_at(b, b->anext + i), rec_at(b, b->anext + i),
+					     &len);
+		if (r)
+			return r;
+	}
+	r = tp_proc_write(b->pid, stub_at(b, b->anext), code, sizeof(code));
+	if (!r)
+		b->anext += STUB_CHUNK;
+	return r;
+}
+
+/* Quarantined slots whose stack no longer holds their stub's address, or whose call
+ * returned after all, are free again. */
+static void quarantine_sweep(struct tp_bps *b)
+{
+	struct tp_proc_piece pc[2 * 512];
+	uint64_t words[512];
+	uint32_t done[512];
+	unsigned n = b->naquar < 512 ? b->naquar : 512, keep = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		pc[2 * i] = (struct tp_proc_piece){b->aquar[i].sp, &words[i], 8};
+		pc[2 * i + 1] = (struct tp_proc_piece){rec_at(b, b->aquar[i].slot), &done[i], 4};
+	}
+	if (!n || tp_proc_read_pieces(b->pid, pc, 2 * n))
+		return;
+	for (unsigned i = 0; i < b->naquar; i++) {
+		if (i < n && (done[i] || words[i] != stub_at(b, b->aquar[i].slot)))
+			b->afree[b->nafree++] = b->aquar[i].slot;
+		else
+			b->aquar[keep++] = b->aquar[i];
+	}
+	b->naquar = keep;
+}
+
+/* A free slot for a new frame of stopped task @tid, -1 when there is none. */
+static int32_t slot_get(struct tp_bps *b, pid_t tid)
+{
+	if (b->async_failed)
+		return -1;
+	if (!b->amap && async_map(b, tid)) {
+		tp_dbg("bp: no area for return stubs in %d: every return stops", b->pid);
+		b->async_failed = true;
+		return -1;
+	}
+	if (!b->nafree && b->anext < ASYNC_SLOTS && stubs_write(b))
+		return -1;
+	if (!b->nafree && b->anext < ASYNC_SLOTS) {
+		/* Fresh stubs: handed out in order, the last written first. */
+		for (unsigned i = 0; i < STUB_CHUNK; i++)
+			b->afree[b->nafree++] = b->anext - 1 - i;
+	}
+	if (!b->nafree)
+		quarantine_sweep(b);
+	return b->nafree ? (int32_t)b->afree[--b->nafree] : -1;
+}
+
+static void drop_top(struct tp_bps *b, struct shadow *s)
+{
+	struct frame *f = &s->f[--s->n];
+
+	s->grave[s->ngrave++ % GRAVE] = *f;
+	if (f->slot < 0 || f->borrowed)
+		return;
+	if (f->unhooked)
+		b->afree[b->nafree++] = (uint32_t)f->slot;
+	else
+		b->aquar[b->naquar++] = (struct quarantined){f->sp, f->ret, (uint32_t)f->slot};
+}
+
+/* Report the calls of thread @tid that returned through their stubs, innermost first,
+ * taking their frames off: from the top of the shadow stack, as long as they did.  With
+ * @strict, @limit is the thread's stack pointer, and a frame below it that did not return
+ * was unwound (dropped).  @running: the thread may be inside a stub right now (records
+ * are read twice).  Also reads the word at @word_at into *@word (0: none). */
+static int reap(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, bool strict,
+		bool running, uint64_t word_at, uint64_t *word)
+{
+	struct tp_proc_piece pc[REAP_MAX + 1];
+
+	for (;;) {
+		unsigned n = 0, nrec, j = 0, beyond = 0;
+		int r;
+
+		if (word_at)
+			pc[n++] = (struct tp_proc_piece){word_at, word, 8};
+		/* The frames below the stack pointer, and a few above it: calls returned
+		 * without a stop may sit anywhere. */
+		for (unsigned i = s->n; i-- > 0 && n <= REAP_MAX;) {
+			struct frame *f = &s->f[i];
+
+			if ((f->sp > limit || !strict) && ++beyond > 8)
+				break;
+			if (f->slot >= 0 && !f->unhooked && !f->borrowed) {
+				pc[n] = (struct tp_proc_piece){rec_at(b, (uint32_t)f->slot),
+							       b->rbuf[n - (word_at ? 1 : 0)],
+							       TP_RSTUB_REC_SIZE};
+				n++;
+			}
+		}
+		nrec = n - (word_at ? 1 : 0);
+		r = nrec ? tp_proc_read_pieces(b->pid, pc, n) : -ENODATA;
+		if (r) {
+			if (word_at && tp_proc_read(b->pid, word_at, word, 8) != 8)
+				return -EFAULT;
+			return 0; /* the records are looked at again later */
+		}
+		if (running && tp_proc_read_pieces(b->pid, pc + (word_at ? 1 : 0), nrec))
+			return 0;
+		word_at = 0;
+		while (s->n) {
+			struct frame *f = &s->f[s->n - 1];
+			const uint8_t *rec = NULL;
+			uint32_t done = 0;
+
+			if (f->slot >= 0 && !f->unhooked && !f->borrowed) {
+				if (j == nrec)
+					break;
+				rec = b->rbuf[j++];
+				memcpy(&done, rec + TP_RSTUB_DONE, 4);
+			}
+			if (!done) {
+				if (!strict || f->sp >= limit)
+					return 0;
+				drop_top(b, s); /* below the stack pointer and never returned */
+				continue;
+			}
+			struct tp_bp_stop st = {.kind = TP_BP_STOP_RETURN,
+						.func = f->func,
+						.sp = f->sp,
+						.ret_addr = f->ret,
+						.async = true,
+						.err_valid = b->errno_known};
+
+			memcpy(&st.rax, rec + TP_RSTUB_RAX, 8);
+			memcpy(&st.rdx, rec + TP_RSTUB_RDX, 8);
+			memcpy(&st.xmm0, rec + TP_RSTUB_XMM0, 8);
+			memcpy(&st.tsc, rec + TP_RSTUB_TSC, 8);
+			memcpy(&st.err, rec + TP_RSTUB_ERRNO, 4);
+			b->afree[b->nafree++] = (uint32_t)f->slot;
+			st.depth = --s->n;
+			b->ret_fn(b->ret_arg, tid, &st);
+		}
+		if (!s->n)
+			return 0;
+		/* Every record read was of a call that returned: look further down. */
+	}
+}
+
+void tp_bps_set_async(struct tp_bps *bps, tp_bp_return_fn fn, void *arg)
+{
+	bps->ret_fn = fn;
+	bps->ret_arg = arg;
+}
+
+void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff)
+{
+	bps->errno_tpoff = tpoff;
+	bps->errno_known = true;
+}
+
+int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running)
+{
+	struct shadow *s = shadow_of(bps, tid, false);
+
+	if (!s || !bps->amap)
+		return 0;
+	return reap(bps, tid, s, UINT64_MAX, false, running, 0, NULL);
+}
+
+/* ---- hooked returns ---- */
+
 /* Entry of a TP_BP_RETURN function: the return address at [sp] goes to the shadow stack,
- * the trampoline's address takes its place. */
-static int hook_return(struct tp_bps *b, pid_t tid, uint64_t sp, uint64_t func)
+ * a stub's address (@async and one is free) or the trampoline's takes its place.
+ * @regs: the entry's registers. */
+static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struct *regs,
+		       uint64_t func, bool async)
 {
 	struct shadow *s = shadow_of(b, tid, true);
-	uint64_t ret;
+	uint64_t sp = regs->rsp, ret = 0;
+	int32_t slot = -1;
 	int r;
 
 	if (!s)
 		return -ENOMEM;
-	if (tp_proc_read(b->pid, sp, &ret, sizeof(ret)) != sizeof(ret))
-		return -EFAULT;
+	r = b->amap ? reap(b, tid, s, sp, true, false, sp, &ret)
+		    : (tp_proc_read(b->pid, sp, &ret, sizeof(ret)) == sizeof(ret) ? 0 : -EFAULT);
+	if (r)
+		return r;
 	/* Frames below this call's are gone (longjmp, exceptions, exit of a thread's
 	 * function without returning): a new call never sits above a live one.  At an equal
-	 * sp, a tail call from a hooked function finds the trampoline as its return address;
+	 * sp, a tail call from a hooked function finds its hook as its return address;
 	 * anything else there means the frame's call is gone too. */
-	while (s->n && (s->f[s->n - 1].sp < sp || (s->f[s->n - 1].sp == sp && ret != b->tramp)))
-		drop_top(s);
+	while (s->n && (s->f[s->n - 1].sp < sp ||
+			(s->f[s->n - 1].sp == sp && ret != hook_of(b, &s->f[s->n - 1]))))
+		drop_top(b, s);
 	r = shadow_reserve(s, s->n + 1);
 	if (r)
 		return r;
-	r = tp_proc_write(b->pid, sp, &b->tramp, sizeof(b->tramp));
-	if (r)
-		return r;
-	s->f[s->n++] = (struct frame){.sp = sp, .ret = ret, .func = func};
+	if (async && b->ret_fn)
+		slot = slot_get(b, tid);
+	if (slot >= 0) {
+		uint64_t stub = stub_at(b, (uint32_t)slot), rec = rec_at(b, (uint32_t)slot);
+		uint64_t head[3] = {0, ret, rec + TP_RSTUB_ERRNO};
+		struct tp_proc_piece pc[2] = {{sp, &stub, 8}, {rec, head, sizeof(head)}};
+
+		if (b->errno_known && regs->fs_base)
+			head[2] = regs->fs_base + (uint64_t)b->errno_tpoff;
+		r = tp_proc_write_pieces(b->pid, pc, 2);
+		if (r) {
+			b->afree[b->nafree++] = (uint32_t)slot;
+			slot = -1;
+		}
+	}
+	if (slot < 0) {
+		r = tp_proc_write(b->pid, sp, &b->tramp, sizeof(b->tramp));
+		if (r)
+			return r;
+	}
+	s->f[s->n++] = (struct frame){.sp = sp, .ret = ret, .func = func, .slot = slot};
 	return 0;
 }
 
@@ -624,8 +915,10 @@ static int unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_
 
 	if (!s)
 		return -ENOENT;
+	if (b->amap)
+		reap(b, tid, s, sp - 9, true, false, 0, NULL);
 	while (s->n && s->f[s->n - 1].sp < sp - 8)
-		drop_top(s);
+		drop_top(b, s);
 	if (s->n && s->f[s->n - 1].sp == sp - 8) {
 		f = s->f[--s->n];
 	} else {
@@ -633,7 +926,8 @@ static int unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_
 		unsigned k, last = s->ngrave < GRAVE ? s->ngrave : GRAVE;
 
 		for (k = 0; k < last; k++)
-			if (s->grave[(s->ngrave - 1 - k) % GRAVE].sp == sp - 8)
+			if (s->grave[(s->ngrave - 1 - k) % GRAVE].sp == sp - 8 &&
+			    s->grave[(s->ngrave - 1 - k) % GRAVE].slot < 0)
 				break;
 		if (k == last)
 			return -ENOENT;
@@ -670,6 +964,7 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	if (bps->tramp && pc - 1 == bps->tramp) {
 		st.kind = TP_BP_STOP_RETURN;
 		st.rax = own.rax;
+		st.rdx = own.rdx;
 		r = unhook_return(bps, tid, own.rsp, &st);
 		goto resume;
 	}
@@ -682,7 +977,7 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	st.sp = own.rsp;
 	r = 0;
 	if (bp->ret)
-		r = hook_return(bps, tid, own.rsp, bp->addr);
+		r = hook_return(bps, tid, &own, bp->addr, flags & TP_BP_HIT_ASYNC);
 	s = shadow_of(bps, tid, false);
 	st.depth = s ? s->n : 0;
 	if (!r)
@@ -832,6 +1127,8 @@ int tp_bp_copy_shadow(struct tp_bps *bps, pid_t from, struct tp_bps *to, pid_t t
 		return r;
 	memcpy(dst->f, src->f, src->n * sizeof(*src->f));
 	dst->n = src->n;
+	for (unsigned i = 0; to == bps && i < dst->n; i++)
+		dst->f[i].borrowed = true;
 	return 0;
 }
 
@@ -846,7 +1143,7 @@ int tp_bp_unhook_thread(struct tp_bps *bps, pid_t tid)
 		int r;
 
 		if (f->unhooked || tp_proc_read(bps->pid, f->sp, &v, sizeof(v)) != sizeof(v) ||
-		    v != bps->tramp)
+		    v != hook_of(bps, f))
 			continue;
 		r = tp_proc_write(bps->pid, f->sp, &f->ret, sizeof(f->ret));
 		if (r && !err)
@@ -862,7 +1159,7 @@ int tp_bp_rehook_thread(struct tp_bps *bps, pid_t tid, uint64_t sp)
 	int err = 0;
 
 	while (s && s->n && s->f[s->n - 1].sp <= sp)
-		drop_top(s);
+		drop_top(bps, s);
 	for (unsigned i = s ? s->n : 0; i-- > 0;) {
 		struct frame *f = &s->f[i];
 		uint64_t v;
@@ -873,7 +1170,8 @@ int tp_bp_rehook_thread(struct tp_bps *bps, pid_t tid, uint64_t sp)
 		f->unhooked = false;
 		if (tp_proc_read(bps->pid, f->sp, &v, sizeof(v)) != sizeof(v) || v != f->ret)
 			continue;
-		r = tp_proc_write(bps->pid, f->sp, &bps->tramp, sizeof(bps->tramp));
+		v = hook_of(bps, f);
+		r = tp_proc_write(bps->pid, f->sp, &v, sizeof(v));
 		if (r && !err)
 			err = r;
 	}
@@ -938,6 +1236,27 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 	}
 	memcpy(b->tab, parent->tab, b->cap * sizeof(*b->tab));
 	memcpy(b->areas, parent->areas, b->nareas * sizeof(*b->areas));
+	/* The child has a copy of the stubs and records, and of the frames using them. */
+	b->ret_fn = parent->ret_fn;
+	b->ret_arg = parent->ret_arg;
+	b->errno_tpoff = parent->errno_tpoff;
+	b->errno_known = parent->errno_known;
+	b->async_failed = parent->async_failed;
+	if (parent->amap) {
+		b->afree = malloc(ASYNC_SLOTS * sizeof(*b->afree));
+		b->aquar = malloc(ASYNC_SLOTS * sizeof(*b->aquar));
+		b->rbuf = malloc(REAP_MAX * sizeof(*b->rbuf));
+		if (!b->afree || !b->aquar || !b->rbuf) {
+			tp_bps_free(b);
+			return NULL;
+		}
+		b->amap = parent->amap;
+		b->anext = parent->anext;
+		b->nafree = parent->nafree;
+		b->naquar = parent->naquar;
+		memcpy(b->afree, parent->afree, b->nafree * sizeof(*b->afree));
+		memcpy(b->aquar, parent->aquar, b->naquar * sizeof(*b->aquar));
+	}
 	return b;
 }
 
@@ -968,6 +1287,8 @@ static struct bp *in_slot(struct tp_bps *b, uint64_t pc)
 
 static bool in_areas(struct tp_bps *b, uint64_t pc)
 {
+	if (in_stubs(b, pc))
+		return true;
 	for (unsigned i = 0; i < b->nareas; i++)
 		if (pc >= b->areas[i].base && pc < b->areas[i].base + AREA_SIZE)
 			return true;
@@ -1048,7 +1369,8 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 	uint64_t pc;
 	int r, held = 0;
 
-	for (int i = 0; i < 8; i++) {
+	/* A slot's copy is one or two instructions, a return stub fourteen. */
+	for (int i = 0; i < 16; i++) {
 		struct bp *bp;
 
 		r = tp_proc_get_pc(tid, &pc);
@@ -1078,6 +1400,16 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 	return in_areas(b, pc) ? -EIO : 0;
 }
 
+/* Put return address @ret back at @sp if @hook is still there (else the frame is gone). */
+static int give_back(struct tp_bps *b, uint64_t sp, uint64_t hook, uint64_t ret)
+{
+	uint64_t v;
+
+	if (tp_proc_read(b->pid, sp, &v, sizeof(v)) != sizeof(v) || v != hook)
+		return 0;
+	return tp_proc_write(b->pid, sp, &ret, sizeof(ret));
+}
+
 int tp_bp_remove_all(struct tp_bps *bps)
 {
 	pid_t tids[1024];
@@ -1095,6 +1427,9 @@ int tp_bp_remove_all(struct tp_bps *bps)
 		if (r && r != -ESRCH && !err)
 			err = r;
 	}
+	/* Every thread is out of the stubs: the returns they recorded are reported. */
+	for (unsigned i = 0; bps->ret_fn && bps->amap && i < bps->nsh; i++)
+		reap(bps, bps->sh[i].tid, &bps->sh[i], UINT64_MAX, false, false, 0, NULL);
 	for (unsigned i = 0; i < bps->cap; i++) {
 		struct bp *bp = &bps->tab[i];
 
@@ -1109,22 +1444,22 @@ int tp_bp_remove_all(struct tp_bps *bps)
 		bp->addr = 0;
 	}
 	bps->n = 0;
-	/* Return addresses the trampoline took are given back on the stacks. */
+	/* Return addresses the trampoline and the stubs took are given back on the stacks,
+	 * also those of frames dropped as unwound that could still return (a stack switch). */
 	for (unsigned i = 0; i < bps->nsh; i++) {
 		struct shadow *s = &bps->sh[i];
 
 		for (unsigned k = 0; k < s->n; k++) {
-			uint64_t v;
-
-			if (tp_proc_read(bps->pid, s->f[k].sp, &v, sizeof(v)) != sizeof(v) ||
-			    v != bps->tramp)
-				continue; /* unwound frame: the slot holds something else now */
-			r = tp_proc_write(bps->pid, s->f[k].sp, &s->f[k].ret, sizeof(v));
+			r = give_back(bps, s->f[k].sp, hook_of(bps, &s->f[k]), s->f[k].ret);
 			if (r && !err)
 				err = r;
 		}
 		s->n = 0;
 	}
+	for (unsigned i = 0; i < bps->naquar; i++)
+		give_back(bps, bps->aquar[i].sp, stub_at(bps, bps->aquar[i].slot),
+			  bps->aquar[i].ret);
+	bps->naquar = 0;
 	bps->tramp = 0;
 	/* Nothing runs in the areas any more: give the address space back. */
 	for (unsigned i = 0; i < bps->nareas && n > 0; i++) {
@@ -1138,6 +1473,17 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			err = r;
 	}
 	bps->nareas = 0;
+	if (bps->amap && n > 0) {
+		uint64_t args[6] = {bps->amap, ASYNC_SIZE};
+		int64_t ret;
+
+		r = tp_bp_inject_syscall(bps, tids[0], SYS_munmap, args, &ret);
+		if (!r && ret)
+			r = (int)ret;
+		if (r && !err)
+			err = r;
+	}
+	bps->amap = 0;
 	flush_deferred(bps);
 	return err;
 }

@@ -59,12 +59,18 @@ struct tp_bp_stop {
 	uint64_t func;	   /* the breakpoint (the function's entry) */
 	uint64_t sp;	   /* the stack pointer at the entry (the return address's slot) */
 	uint64_t ret_addr; /* RETURN: where the call returns to */
-	uint64_t rax;	   /* RETURN: the return value */
+	uint64_t rax, rdx; /* RETURN: the return value */
 	unsigned depth;	   /* hooked calls of the thread in flight (ENTRY: this one included) */
+	/* RETURN without a stop (tp_bps_set_async()): what its stub saw as it returned. */
+	bool async;
+	bool err_valid;	    /* tp_bps_set_errno() was known at the entry */
+	int32_t err;	    /* errno */
+	uint64_t xmm0, tsc; /* the float return; the time stamp counter (rdtsc) */
 };
 
 /* Flags of tp_bp_hit(). */
-#define TP_BP_HIT_STAY 0x01 /* leave the task stopped: the caller resumes it */
+#define TP_BP_HIT_STAY 0x01  /* leave the task stopped: the caller resumes it */
+#define TP_BP_HIT_ASYNC 0x02 /* the call may return without a stop (tp_bps_set_async()) */
 
 /* After a TP_EV_BREAKPOINT of @tid (pc = addr + 1; @regs may be NULL to read them here):
  * when the int3 is ours, describe it in *@out (may be NULL), move pc to its slot (or to the
@@ -74,6 +80,22 @@ struct tp_bp_stop {
  * dropped when a later entry or return of the thread finds a stack pointer above them. */
 int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out);
+/* Returns without a stop.  Once set, an entry hit with TP_BP_HIT_ASYNC replaces the return
+ * address with the address of a return stub of its own (one of 4096 in an area mapped at
+ * the first such hit) instead of the trampoline: the stub records the return value, errno
+ * and the TSC, and returns to the real address, with no stop.  The module learns of the
+ * return at the thread's next stop here (or tp_bp_reap()) and reports it to @fn, with
+ * TP_BP_STOP_RETURN and async set, innermost call first, before whatever that stop is.
+ * With no stub free, or no area for them, the call returns through the trampoline. */
+typedef void (*tp_bp_return_fn)(void *arg, pid_t tid, const struct tp_bp_stop *st);
+void tp_bps_set_async(struct tp_bps *bps, tp_bp_return_fn fn, void *arg);
+/* errno's offset from the thread pointer (fs_base), for the stubs to read it. */
+void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff);
+/* Report the calls of @tid that have returned through their stubs so far, from its
+ * innermost call outwards up to the first still in flight.  @running: @tid may be running
+ * (it may be inside a stub). */
+int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running);
+
 /* Call function @fn(@args) in stopped task @tid and return its rax in *@ret: the task runs
  * alone on its own stack below the red zone, returning to the trampoline; registers are
  * restored.  Breakpoints it meets run their slots without hooks.  For pure functions such
