@@ -117,6 +117,8 @@ static enum fkind internal_kind(const char *name)
 		return F_CATCH;
 	if (!strcmp(name, "sigaction") || !strcmp(name, "__sigaction"))
 		return F_SIGACTION;
+	if (!strcmp(name, "execve") || !strcmp(name, "execveat") || !strcmp(name, "fexecve"))
+		return F_EXEC;
 	return F_TRACED;
 }
 
@@ -256,7 +258,7 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 
 	if (f)
 		return -EEXIST;
-	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION)
+	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION || kind == F_EXEC)
 		flags = no_return_hook(name) || addr == im->entry ? 0 : TP_BP_RETURN;
 	r = tp_bp_insert(im->bps, tid, addr, flags);
 	if (r && r != -EEXIST) {
@@ -337,10 +339,10 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		for (int k = 0; k < f->nnames && kind == F_TRACED; k++)
 			if ((kind = internal_kind(f->names[k])) != F_TRACED)
 				name = f->names[k];
-		if ((kind == F_TRACED || kind == F_SIGACTION) && want) {
+		if ((kind == F_TRACED || kind == F_SIGACTION || kind == F_EXEC) && want) {
 			const char *sel = selected_name(s, im, o, f);
 
-			if (sel && kind == F_SIGACTION)
+			if (sel && kind != F_TRACED)
 				shown = true;
 			if (sel)
 				name = sel;
@@ -493,6 +495,8 @@ struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool l
 	im->bps = tp_bps_new(s->p, pid);
 	if (!im->bps)
 		abort();
+	if (s->async)
+		tp_bps_set_async(im->bps, tp_calls_async_return, s);
 	tp_calls_objects_sync(s, im, tid);
 	im->live = false;
 	s->imgs = xrealloc(s->imgs, (s->nimgs + 1) * sizeof(*s->imgs));

@@ -28,6 +28,7 @@ enum fkind {
 	F_CATCH,     /* __cxa_begin_catch: the exception landed; frames below are gone */
 	F_REHOOK,    /* where _Unwind_Backtrace returns to: hook the frames again */
 	F_SIGACTION, /* libc's sigaction: follow the program's SIGTRAP disposition */
+	F_EXEC,	     /* libc's execve: calls that returned without a stop are reported first */
 };
 
 struct object {
@@ -130,7 +131,9 @@ struct session {
 	struct plugin *plugins;
 	int nplugins;
 	struct tracepad_host host;
-	bool need_args; /* lines are printed or recorded: format arguments and returns */
+	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
+	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */
+	uint64_t ns0, tsc0; /* a moment on both clocks, to convert the stubs' TSC readings */
 	unsigned ntraced, insert_failed;
 	int insert_err;
 	char insert_what[256];
@@ -141,6 +144,8 @@ struct session {
 };
 
 uint64_t tp_calls_now_ns(void);
+/* A call that returned through its return stub, reported by the bp module (run.c). */
+void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st);
 struct func *tp_calls_func_find(struct image *im, uint64_t addr);
 int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid);
 struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool live);

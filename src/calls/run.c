@@ -10,6 +10,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include "calls/engine.h"
 #include "common/log.h"
@@ -19,12 +20,16 @@
 #define TRAP_HWBKPT 4
 #endif
 
-static volatile sig_atomic_t alarm_fired;
+static volatile sig_atomic_t ticked;
 
-static void on_alarm(int sig)
+/* The event loop's clock: every TICK_MS while a thread may have returned without a stop
+ * or a --duration runs, only ever delivered while the loop sleeps in a wait. */
+#define TICK_MS 50
+
+static void on_tick(int sig)
 {
 	(void)sig;
-	alarm_fired = 1;
+	ticked = 1;
 }
 
 /* ---- threads ---- */
@@ -485,26 +490,34 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	}
 }
 
-static int errno_of(struct session *s, struct thread *t, const struct user_regs_struct *regs)
+/* errno's place in the thread's TLS, once libc is there; also for the return stubs. */
+static bool errno_known(struct image *im)
 {
-	struct image *im = t->img;
+	if (!im->errno_state && im->libc) {
+		im->errno_state = -1;
+		if (!tp_errno_tpoff(im->pid, im->libc->path, im->libc->bias, &im->errno_tpoff)) {
+			im->errno_state = 1;
+			tp_bps_set_errno(im->bps, im->errno_tpoff);
+		}
+	}
+	return im->errno_state > 0;
+}
+
+static int errno_of(struct thread *t, const struct user_regs_struct *regs)
+{
 	int32_t v;
 
-	(void)s;
-	if (!im->errno_state) {
-		im->errno_state = -1;
-		if (im->libc &&
-		    !tp_errno_tpoff(im->pid, im->libc->path, im->libc->bias, &im->errno_tpoff))
-			im->errno_state = 1;
-	}
-	if (im->errno_state < 0 ||
-	    tp_proc_read(im->pid, regs->fs_base + im->errno_tpoff, &v, 4) != 4)
+	if (!errno_known(t->img) ||
+	    tp_proc_read(t->img->pid, regs->fs_base + t->img->errno_tpoff, &v, 4) != 4)
 		return -1;
 	return v;
 }
 
+/* A call returned: at its trampoline stop (@regs, @fp NULL: read when needed), or earlier
+ * through its return stub (@st->async: @regs and @fp hold what the stub saved). */
 static void on_return(struct session *s, struct thread *t, const struct tp_bp_stop *st,
-		      struct user_regs_struct *regs, uint64_t now)
+		      struct user_regs_struct *regs, const struct user_fpregs_struct *fp,
+		      uint64_t now)
 {
 	struct image *im = t->img;
 	char ret[600], tail[700];
@@ -544,16 +557,17 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 		goto out;
 	{
 		const struct tp_proto *p = proto_of(s, rc->f);
-		struct user_fpregs_struct fp;
-		uint64_t d = now - rc->c.entry_ns;
+		struct user_fpregs_struct own;
+		uint64_t d = now > rc->c.entry_ns ? now - rc->c.entry_ns : 0;
 		int err = -1;
 
 		regs->rip = st->ret_addr;
 		if (p && tp_proto_failed(p, regs))
-			err = errno_of(s, t, regs);
+			err = !st->async ? errno_of(t, regs) : st->err_valid ? st->err : -1;
+		if (!fp && get_fp(t->tid, p, &own))
+			fp = &own;
 		if (s->need_args)
-			tp_proto_format_ret(p, t->pid, regs, get_fp(t->tid, p, &fp) ? &fp : NULL,
-					    err, ret, sizeof(ret), &failed);
+			tp_proto_format_ret(p, t->pid, regs, fp, err, ret, sizeof(ret), &failed);
 		else
 			failed = p && tp_proto_failed(p, regs);
 		e = stat_of(s, rc->f);
@@ -581,6 +595,47 @@ out:
 	drop_recs(s, t, st->depth, " = <unwound>");
 }
 
+/* The TSC reading of a return stub on the monotonic clock: both clocks advance together,
+ * their rate is measured since the start. */
+static uint64_t tsc_to_ns(struct session *s, uint64_t tsc)
+{
+	uint64_t ns = tp_calls_now_ns(), now = __rdtsc();
+	double rate = now > s->tsc0 ? (double)(ns - s->ns0) / (double)(now - s->tsc0) : 1.0;
+
+	return tsc < now ? ns - (uint64_t)((double)(now - tsc) * rate) : ns;
+}
+
+void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
+{
+	struct session *s = arg;
+	struct thread *t = thread_find(s, tid);
+	struct user_regs_struct regs = {.rax = st->rax, .rdx = st->rdx};
+	struct user_fpregs_struct fp = {0};
+
+	if (!t)
+		return;
+	memcpy(fp.xmm_space, &st->xmm0, 8);
+	on_return(s, t, st, &regs, &fp, tsc_to_ns(s, st->tsc));
+}
+
+/* Report the returns without a stop of every thread of @im (@stopped: the one at a stop). */
+static void reap_image(struct session *s, struct image *im, pid_t stopped)
+{
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i]->img == im)
+			tp_bp_reap(im->bps, s->threads[i]->tid, s->threads[i]->tid != stopped);
+}
+
+/* May a call of @f return without a stop?  Not where tracepad acts on the return
+ * (IFUNC resolvers, sigaction), nor in a vfork child on its parent's memory. */
+static unsigned async_ok(struct session *s, struct thread *t, const struct func *f)
+{
+	if (!s->async || t->img->pid != t->pid || !f || f->kind != F_TRACED)
+		return 0;
+	errno_known(t->img);
+	return TP_BP_HIT_ASYNC;
+}
+
 static int on_breakpoint(struct session *s, const struct tp_event *ev)
 {
 	struct thread *t = thread_find(s, ev->tid);
@@ -605,7 +660,10 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 		tp_bp_rehook_thread(im->bps, t->tid, stop_sp - 1);
 		t->rehook_at = 0;
 	}
-	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY, &st);
+	f = tp_calls_func_find(im, regs.rip - 1);
+	if (f && f->kind == F_EXEC)
+		reap_image(s, im, t->tid); /* the other threads' returns go with the old image */
+	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
 	if (r == 0)
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
 	if (r < 0) {
@@ -621,9 +679,10 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 	s->cur_regs = regs;
 	s->cur_regs.rip = st.kind == TP_BP_STOP_ENTRY ? st.func : st.ret_addr;
 	if (st.kind == TP_BP_STOP_RETURN) {
-		on_return(s, t, &st, &regs, now);
+		on_return(s, t, &st, &regs, NULL, now);
 	} else if ((f = tp_calls_func_find(im, st.func))) {
 		switch (f->kind) {
+		case F_EXEC:
 		case F_TRACED:
 		case F_SIGACTION:
 			on_entry(s, t, f, &st, &regs, now);
@@ -637,6 +696,9 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 
 			/* RT_CONSISTENT (0): the loader is done adding or removing objects. */
 			if (tp_proc_read(im->pid, im->rdebug + 24, &state, 4) == 4 && state == 0) {
+				/* Returns of functions of an object on its way out are printed
+				 * while its symbols are there. */
+				reap_image(s, im, t->tid);
 				/* The start-up's objects are relocated when the loader says they
 				 * are consistent, a dlopen'ed one only after: its IFUNC resolvers
 				 * are left to the loader (their returns are hooked). */
@@ -703,6 +765,8 @@ static int on_fork(struct session *s, const struct tp_event *ev)
 	traced = tp_proc_tasks_of(s->p, child, tids, 1) > 0;
 	if (!pt || !traced)
 		goto resume;
+	/* Returns already made are the parent's alone. */
+	tp_bp_reap(pt->img->bps, pt->tid, false);
 	if (ev->vm_shared) {
 		/* vfork: the child runs on the parent's memory and stack until it execs. */
 		ct = thread_add(s, child, child, pt->img, s->o->follow);
@@ -785,6 +849,8 @@ static void on_exit_stop(struct session *s, const struct tp_event *ev)
 	if (!t)
 		return;
 	t->exiting = true;
+	if (t->img)
+		tp_bp_reap(t->img->bps, t->tid, false);
 	drop_recs(s, t, 0, " = <no return>");
 	if (!t->report)
 		return;
@@ -833,6 +899,8 @@ static int handle(struct session *s, const struct tp_event *ev)
 		return on_breakpoint(s, ev);
 	case TP_EV_SIGNAL:
 		t = thread_find(s, ev->tid);
+		if (t && t->img)
+			tp_bp_reap(t->img->bps, t->tid, false);
 		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&
 		    t->img->watch_tid == ev->tid) {
 			tp_calls_watch_hit(s, t->img, ev->tid);
@@ -972,6 +1040,8 @@ static int leave(struct session *s, bool crashed)
 			continue;
 		if (im->watch_tid)
 			tp_proc_watch_clear(im->watch_tid);
+		if (crashed) /* returns found while leaving are not printed */
+			tp_bps_set_async(im->bps, NULL, NULL);
 		r = tp_bp_remove_all(im->bps);
 		if (r) {
 			tp_err("process %d: restoring its memory: %s", im->pid, strerror(-r));
@@ -1086,7 +1156,9 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	struct session s = {.o = o};
 	char err[256];
 	int r = 0, ret = 0;
-	struct sigaction sa = {.sa_handler = on_alarm};
+	struct sigaction sa = {.sa_handler = on_tick};
+	uint64_t deadline = 0;
+	sigset_t tick_set;
 
 	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
 	if (!s.sel) {
@@ -1095,6 +1167,10 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	}
 	s.protos = tp_protos_new();
 	s.need_args = !o->summary || o->trace_dir;
+	/* Plugins see every return at its stop, in order with the other threads' events. */
+	s.async = !o->nplugins && !getenv("TRACEPAD_CALLS_SYNC");
+	s.ns0 = tp_calls_now_ns();
+	s.tsc0 = __rdtsc();
 	s.host = (struct tracepad_host){
 	    .abi = TRACEPAD_PLUGIN_ABI,
 	    .ctx = &s,
@@ -1122,20 +1198,32 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	/* A traced call is two stops a few microseconds apart. */
 	tp_proc_set_spin(s.p, 100);
 	tp_proc_set_trap_filter(s.p, trap_filter, &s);
-	if (o->pid && o->duration > 0) {
-		struct itimerval it = {
-		    .it_value = {.tv_sec = (time_t)o->duration,
-				 .tv_usec =
-				     (suseconds_t)((o->duration - (time_t)o->duration) * 1e6)}};
+	if (o->pid && o->duration > 0)
+		deadline = tp_calls_now_ns() + (uint64_t)(o->duration * 1e9);
+	if (deadline || s.async) {
+		/* Set up after the launch: the program must not inherit the blocked signal. */
+		struct itimerval it = {.it_interval = {0, TICK_MS * 1000},
+				       .it_value = {0, TICK_MS * 1000}};
 
+		sigemptyset(&tick_set);
+		sigaddset(&tick_set, SIGALRM);
+		sigprocmask(SIG_BLOCK, &tick_set, NULL);
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGALRM, &sa, NULL);
+		tp_proc_set_wait_signal(s.p, SIGALRM);
 		setitimer(ITIMER_REAL, &it, NULL);
 	}
 	for (;;) {
 		struct tp_event ev;
 
-		if ((o->stop && *o->stop) || alarm_fired)
+		if (ticked) {
+			ticked = 0;
+			for (int i = 0; s.async && i < s.nthreads; i++)
+				if (s.threads[i]->img)
+					tp_bp_reap(s.threads[i]->img->bps, s.threads[i]->tid, true);
+			fflush(o->out); /* what is known by now is out within a tick */
+		}
+		if ((o->stop && *o->stop) || (deadline && tp_calls_now_ns() >= deadline))
 			break;
 		r = tp_proc_wait(s.p, &ev);
 		if (r == -EINTR) {
@@ -1152,6 +1240,11 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		if (r && r != -ESRCH)
 			break;
 		r = 0;
+	}
+	if (deadline || s.async) {
+		struct itimerval off = {{0, 0}, {0, 0}};
+
+		setitimer(ITIMER_REAL, &off, NULL);
 	}
 	if (r) {
 		tp_err("stopped tracing: %s", strerror(-r));

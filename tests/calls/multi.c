@@ -1,7 +1,7 @@
 /* Targets of `tracepad calls` tests, one subcommand each: threads, nest, forkexec, longjmp,
  * loop (attach/detach), badexec, spawn, cold, errno, signal, sigign, rec, threxit, threxec,
- * dlopen, vfork.  Each prints what the tracer must have seen (tids, pids, results) so the tests
- * compare the trace with the program's own account. */
+ * dlopen, vfork, wait.  Each prints what the tracer must have seen (tids, pids, results) so
+ * the tests compare the trace with the program's own account. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -452,6 +452,19 @@ static int cmd_vfork(const char *prog)
 	return 0;
 }
 
+/* wait: tpc_add(1, 2), then wait for a line on stdin, then tpc_add(3, 4). */
+static int cmd_wait(void)
+{
+	char buf[16];
+
+	printf("first %ld\n", tpc_add(1, 2));
+	fflush(stdout);
+	if (!fgets(buf, sizeof(buf), stdin))
+		return 1;
+	printf("second %ld\n", tpc_add(3, 4));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = argc > 1 ? argv[1] : "";
@@ -490,9 +503,11 @@ int main(int argc, char **argv)
 		return cmd_dlopen(argv[2]);
 	if (!strcmp(cmd, "vfork") && argc > 2)
 		return cmd_vfork(argv[2]);
+	if (!strcmp(cmd, "wait"))
+		return cmd_wait();
 	fprintf(stderr,
 		"usage: %s threads [SCALE]|nest|forkexec PROG|longjmp|loop [S]|badexec F|spawn "
-		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork P\n",
+		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork P|wait\n",
 		argv[0]);
 	return 2;
 }

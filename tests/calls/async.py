@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""tracepad calls' returns without a stop: a call's line comes while its thread is blocked
+(no later stop of the thread reports it), and the lines of single-threaded runs with
+longjmp, C++ exceptions, recursion and nesting are those of the mode where every return
+stops (TRACEPAD_CALLS_SYNC=1), but for the durations."""
+import os
+import re
+import select
+import subprocess
+import time
+
+from tpcalls import LINE, TIMEOUT, TRACEPAD, calls, check, done, target
+
+multi, exc = target("calls-multi"), target("calls-exc")
+
+# ---- a return reported while its thread waits ----
+p = subprocess.Popen([TRACEPAD, "calls", "-e", "libtpcalls:tpc_add", "--", multi, "wait"],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+err, first, end = b"", None, time.monotonic() + TIMEOUT
+while first is None and time.monotonic() < end and p.poll() is None:
+    ready, _, _ = select.select([p.stderr], [], [], 1)
+    if ready:
+        chunk = os.read(p.stderr.fileno(), 4096)
+        if not chunk:
+            break
+        err += chunk
+        first = next((ln for ln in err.decode().splitlines() if "tpc_add(1, 2) = 3" in ln),
+                     None)
+waiting = p.poll() is None
+out, rest = p.communicate(b"go\n", timeout=TIMEOUT)
+lines = [ln for ln in (err + rest).decode().splitlines() if LINE.match(ln)]
+check(first is not None and waiting,
+      "wait: the first call's line came while the program was still waiting for input",
+      (err + rest).decode()[-600:])
+check(p.returncode == 0 and out == b"first 3\nsecond 7\n" and len(lines) == 2 and
+      "tpc_add(3, 4) = 7" in lines[1], "wait: then the second call, output unchanged",
+      "%r %r %r" % (p.returncode, out, lines))
+
+
+# ---- the same lines as with a stop at every return ----
+def shape(r):
+    """The call lines without tids, durations and addresses (ASLR differs between runs)."""
+    return [tuple(re.sub(r"0x[0-9a-f]+", "0x?", g) for g in m.group(2, 3, 4, 5, 6))
+            for m in (LINE.match(ln) for ln in r.text.splitlines()) if m]
+
+
+cases = [("longjmp", ["-e", "libtpcalls:*"], [multi, "longjmp"]),
+         ("nest", ["-e", "libtpcalls:*"], [multi, "nest"]),
+         ("rec 300", ["-e", "libtpcalls:tpc_rec"], [multi, "rec", "300"]),
+         ("errno", [], [multi, "errno"])]
+if os.path.exists(exc):
+    cases.append(("C++", ["-e", "tpx_*,libtpcalls:tpc_add"], [exc]))
+else:
+    check(False, "C++ target calls-exc was not built (no C++ compiler?)")
+for name, opts, argv in cases:
+    a = calls(opts, argv)
+    os.environ["TRACEPAD_CALLS_SYNC"] = "1"
+    s = calls(opts, argv)
+    del os.environ["TRACEPAD_CALLS_SYNC"]
+    check(a.rc == s.rc == 0 and a.out == s.out and shape(a) and shape(a) == shape(s),
+          "%s: the same %d lines with and without a stop at each return" %
+          (name, len(shape(s))), "async:\n%s\nsync:\n%s" % (a.text[-800:], s.text[-800:]))
+done()
