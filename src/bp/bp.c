@@ -618,6 +618,16 @@ static int shadow_reserve(struct shadow *s, unsigned n)
 	return 0;
 }
 
+/* Unmap [@base, +@len) of the process by injection into stopped task @tid. */
+static int unmap(struct tp_bps *b, pid_t tid, uint64_t base, uint64_t len)
+{
+	uint64_t args[6] = {base, len};
+	int64_t ret;
+	int r = tp_bp_inject_syscall(b, tid, SYS_munmap, args, &ret);
+
+	return r ? r : (int)ret;
+}
+
 /* ---- returns without a stop ---- */
 
 static uint64_t stub_at(const struct tp_bps *b, uint32_t k)
@@ -665,9 +675,7 @@ static int async_map(struct tp_bps *b, pid_t tid)
 
 	r = tp_bp_inject_syscall(b, tid, SYS_mprotect, pargs, &pret);
 	if (r || pret) {
-		uint64_t uargs[6] = {(uint64_t)ret, ASYNC_SIZE};
-
-		tp_bp_inject_syscall(b, tid, SYS_munmap, uargs, &pret);
+		unmap(b, tid, (uint64_t)ret, ASYNC_SIZE);
 		return r ? r : (int)pret;
 	}
 	b->amap = (uint64_t)ret;
@@ -1463,23 +1471,13 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	bps->tramp = 0;
 	/* Nothing runs in the areas any more: give the address space back. */
 	for (unsigned i = 0; i < bps->nareas && n > 0; i++) {
-		uint64_t args[6] = {bps->areas[i].base, AREA_SIZE};
-		int64_t ret;
-
-		r = tp_bp_inject_syscall(bps, tids[0], SYS_munmap, args, &ret);
-		if (!r && ret)
-			r = (int)ret;
+		r = unmap(bps, tids[0], bps->areas[i].base, AREA_SIZE);
 		if (r && !err)
 			err = r;
 	}
 	bps->nareas = 0;
 	if (bps->amap && n > 0) {
-		uint64_t args[6] = {bps->amap, ASYNC_SIZE};
-		int64_t ret;
-
-		r = tp_bp_inject_syscall(bps, tids[0], SYS_munmap, args, &ret);
-		if (!r && ret)
-			r = (int)ret;
+		r = unmap(bps, tids[0], bps->amap, ASYNC_SIZE);
 		if (r && !err)
 			err = r;
 	}
