@@ -14,6 +14,7 @@
 
 #include "calls/engine.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "plugins/plugins.h"
 
 #ifndef TRAP_HWBKPT
@@ -951,20 +952,6 @@ static int cmp_stat(const void *a, const void *b)
 	return strcmp(x->function, y->function);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fprintf(f, "\\%c", *s);
-		else if ((unsigned char)*s < 0x20)
-			fprintf(f, "\\u%04x", *s);
-		else
-			fputc(*s, f);
-	}
-	fputc('"', f);
-}
-
 static void print_summary(struct session *s)
 {
 	struct stat_ent **v = NULL, *e;
@@ -988,9 +975,9 @@ static void print_summary(struct session *s)
 		for (int i = 0; i < n; i++) {
 			e = v[i];
 			fputs(i ? ",\n  {\"object\": " : "\n  {\"object\": ", f);
-			json_str(f, e->object);
+			tp_json_str(f, e->object, strlen(e->object));
 			fputs(", \"function\": ", f);
-			json_str(f, e->function);
+			tp_json_str(f, e->function, strlen(e->function));
 			fprintf(f,
 				", \"calls\": %" PRIu64 ", \"returns\": %" PRIu64
 				", \"errors\": %" PRIu64 ", \"total_ns\": %" PRIu64

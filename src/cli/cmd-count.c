@@ -22,6 +22,7 @@
 #include "cli/count.h"
 #include "cli/trace-read.h"
 #include "common/symbols.h"
+#include "common/text.h"
 #include "proc/proc.h"
 #include "trace/trace.h"
 
@@ -257,7 +258,7 @@ static const char *const by_names[] = {"", "mnemonic", "function", "object", "ad
 
 static void jstr(FILE *f, const char *s)
 {
-	tp_cli_json_str(f, s, strlen(s));
+	tp_json_str(f, s, strlen(s));
 }
 
 static void where(struct count_ctx *c, uint64_t pc, char *buf, size_t len)

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/trace-read.h"
+#include "common/text.h"
 
 static const char usage_text[] =
     "usage: tracepad dump [OPTIONS] DIR\n"
@@ -105,7 +106,7 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 	fputs(", \"tid\": ", d->out);
 	put_pid(d->out, ev->tid);
 	fputs(", \"name\": ", d->out);
-	tp_cli_json_str(d->out, ev->name, strlen(ev->name));
+	tp_json_str(d->out, ev->name, strlen(ev->name));
 	fputs(", \"fields\": {", d->out);
 	for (uint32_t i = 0; i < ev->nr_fields; i++) {
 		if (tp_cli_field_hidden(ev, i))
@@ -113,7 +114,7 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 		if (any)
 			fputs(", ", d->out);
 		any = true;
-		tp_cli_json_str(d->out, ev->fields[i].name, strlen(ev->fields[i].name));
+		tp_json_str(d->out, ev->fields[i].name, strlen(ev->fields[i].name));
 		fputs(": ", d->out);
 		tp_cli_put_value_json(d->out, &ev->fields[i]);
 	}
@@ -121,7 +122,7 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 	marker_text(d);
 	if (d->text_len >= 0) {
 		fputs(", \"text\": ", d->out);
-		tp_cli_json_str(d->out, d->text, (size_t)d->text_len);
+		tp_json_str(d->out, d->text, (size_t)d->text_len);
 	}
 	any = false;
 	for (uint32_t i = 0; d->t.syms && i < ev->nr_fields; i++) {
@@ -132,9 +133,9 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 			continue;
 		fputs(any ? ", " : ", \"symbols\": {", d->out);
 		any = true;
-		tp_cli_json_str(d->out, f->name, strlen(f->name));
+		tp_json_str(d->out, f->name, strlen(f->name));
 		fputs(": ", d->out);
-		tp_cli_json_str(d->out, sym, strlen(sym));
+		tp_json_str(d->out, sym, strlen(sym));
 	}
 	fputs(any ? "}}\n" : "}\n", d->out);
 }

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/trace-read.h"
+#include "common/text.h"
 
 static const char usage_text[] =
     "usage: tracepad export [OPTIONS] DIR\n"
@@ -254,14 +255,14 @@ static void put_args(struct export *e, FILE *f, const struct tp_trace_event *ev,
 		if (any)
 			fputs(", ", f);
 		any = true;
-		tp_cli_json_str(f, fld->name, strlen(fld->name));
+		tp_json_str(f, fld->name, strlen(fld->name));
 		fputs(": ", f);
 		if (fld->type == TP_TRACE_INT && tp_cli_is_addr_field(fld->name)) {
 			int n = snprintf(sym, sizeof(sym), "0x%" PRIx64 " ", fld->u);
 
 			if (tp_cli_resolve(e->t.syms, fld->u, sym + n, sizeof(sym) - (size_t)n))
 				sym[n - 1] = 0;
-			tp_cli_json_str(f, sym, strlen(sym));
+			tp_json_str(f, sym, strlen(sym));
 		} else if (fld->type == TP_TRACE_INT && fld->base == 16) {
 			fputc('"', f);
 			tp_cli_put_int(f, fld, fld->u);
@@ -279,7 +280,7 @@ static void chrome_begin(struct export *e, const char *name, const char *ph, uin
 	fputs(e->any_out ? ",\n" : "\n", e->out);
 	e->any_out = true;
 	fputs("{\"name\": ", e->out);
-	tp_cli_json_str(e->out, name, strlen(name));
+	tp_json_str(e->out, name, strlen(name));
 	fprintf(e->out, ", \"cat\": \"%s\", \"ph\": \"%s\", ", *ph == 'X' ? "function" : "event",
 		ph);
 	if (*ph == 'i')
@@ -606,7 +607,7 @@ int cmd_export(int argc, char **argv)
 		}
 	} else if (!status) {
 		fputs("\n], \"otherData\": {\"tracer\": \"tracepad\", \"trace\": ", e.out);
-		tp_cli_json_str(e.out, e.t.dir, strlen(e.t.dir));
+		tp_json_str(e.out, e.t.dir, strlen(e.t.dir));
 		fprintf(e.out,
 			", \"events\": %" PRIu64 ", \"calls\": %" PRIu64 ", \"discarded\": %" PRIu64
 			", \"unmatched_exits\": %" PRIu64 ", \"calls_closed_at_end\": %" PRIu64

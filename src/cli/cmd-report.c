@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/trace-read.h"
+#include "common/text.h"
 
 static const char usage_text[] =
     "usage: tracepad report [OPTIONS] DIR\n"
@@ -234,7 +235,7 @@ static void put_json(const struct report *rp, FILE *f)
 	char when[64];
 
 	fputs("{\"trace\": ", f);
-	tp_cli_json_str(f, rp->dir, strlen(rp->dir));
+	tp_json_str(f, rp->dir, strlen(rp->dir));
 	fprintf(f, ", \"nr_streams\": %zu, \"events\": %" PRIu64 ", \"discarded\": %" PRIu64,
 		rp->nr_st, rp->events, rp->discarded);
 	if (rp->events) {
@@ -251,14 +252,14 @@ static void put_json(const struct report *rp, FILE *f)
 	fputs(", \"streams\": [", f);
 	for (size_t i = 0; i < rp->nr_st; i++) {
 		fprintf(f, "%s{\"index\": %zu, \"file\": ", i ? ", " : "", i);
-		tp_cli_json_str(f, rp->st[i].file, strlen(rp->st[i].file));
+		tp_json_str(f, rp->st[i].file, strlen(rp->st[i].file));
 		fprintf(f, ", \"events\": %" PRIu64 ", \"discarded\": %" PRIu64 "}",
 			rp->st[i].events, rp->st[i].discarded);
 	}
 	fputs("], \"classes\": [", f);
 	for (size_t i = 0; i < rp->nr_cls; i++) {
 		fputs(i ? ", {\"name\": " : "{\"name\": ", f);
-		tp_cli_json_str(f, rp->cls[i].name, strlen(rp->cls[i].name));
+		tp_json_str(f, rp->cls[i].name, strlen(rp->cls[i].name));
 		fprintf(f, ", \"count\": %" PRIu64 "}", rp->cls[i].count);
 	}
 	fputs("]}\n", f);

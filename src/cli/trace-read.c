@@ -17,6 +17,7 @@
 #include "cli/cli.h"
 #include "cli/trace-read.h"
 #include "common/symbols.h"
+#include "common/text.h"
 
 /* ---- opening ---- */
 
@@ -500,51 +501,6 @@ void tp_cli_put_float(FILE *f, double v)
 	fputs(buf, f);
 }
 
-/* Length of the valid UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	unsigned char lo = 0x80, hi = 0xbf;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4;
-	else
-		return 0;
-	if (n < len)
-		return 0;
-	/* No overlong forms, no surrogates, nothing above U+10FFFF. */
-	if (s[0] == 0xe0)
-		lo = 0xa0;
-	else if (s[0] == 0xed)
-		hi = 0x9f;
-	else if (s[0] == 0xf0)
-		lo = 0x90;
-	else if (s[0] == 0xf4)
-		hi = 0x8f;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < len; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return len;
-}
-
-/* Length of the run of printable ASCII at @s, none of it in @special: written as it is. */
-static size_t plain_run(const unsigned char *s, size_t n, const char *special)
-{
-	size_t i = 0;
-
-	while (i < n && s[i] >= 0x20 && s[i] < 0x7f && !strchr(special, s[i]))
-		i++;
-	return i;
-}
-
 /* Quoted, with C escapes for what a terminal would interpret. */
 static void put_text_str(FILE *f, const char *str, size_t n)
 {
@@ -552,14 +508,14 @@ static void put_text_str(FILE *f, const char *str, size_t n)
 
 	fputc('"', f);
 	for (size_t i = 0; i < n;) {
-		size_t u = plain_run(s + i, n - i, "\"\\");
+		size_t u = tp_text_plain_run(s + i, n - i, "\"\\");
 
 		if (u) {
 			fwrite(s + i, 1, u, f);
 			i += u;
 			continue;
 		}
-		u = utf8_len(s + i, n - i);
+		u = tp_text_utf8_len(s + i, n - i);
 		if (s[i] == '"' || s[i] == '\\')
 			fprintf(f, "\\%c", s[i]);
 		else if (s[i] == '\n')
@@ -589,14 +545,14 @@ void tp_cli_put_name(FILE *f, const char *str, bool folded)
 	size_t n = strlen(str);
 
 	for (size_t i = 0; i < n;) {
-		size_t u = plain_run(s + i, n - i, folded ? " ;" : "");
+		size_t u = tp_text_plain_run(s + i, n - i, folded ? " ;" : "");
 
 		if (u) {
 			fwrite(s + i, 1, u, f);
 			i += u;
 			continue;
 		}
-		u = utf8_len(s + i, n - i);
+		u = tp_text_utf8_len(s + i, n - i);
 		if (folded && (s[i] <= ' ' || s[i] == ';' || s[i] == 0x7f))
 			fputc('_', f);
 		else if (folded && !u)
@@ -645,40 +601,6 @@ void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
 
 /* ---- JSON ---- */
 
-void tp_cli_json_str(FILE *f, const char *str, size_t n)
-{
-	const unsigned char *s = (const unsigned char *)str;
-
-	fputc('"', f);
-	for (size_t i = 0; i < n;) {
-		size_t u = plain_run(s + i, n - i, "\"\\");
-
-		if (u) {
-			fwrite(s + i, 1, u, f);
-			i += u;
-			continue;
-		}
-		u = utf8_len(s + i, n - i);
-		if (s[i] == '"' || s[i] == '\\')
-			fprintf(f, "\\%c", s[i]);
-		else if (s[i] == '\n')
-			fputs("\\n", f);
-		else if (s[i] == '\t')
-			fputs("\\t", f);
-		else if (s[i] < 0x20)
-			fprintf(f, "\\u%04x", s[i]);
-		else if (!u)
-			fputs("\\ufffd", f);
-		else {
-			fwrite(s + i, 1, u, f);
-			i += u;
-			continue;
-		}
-		i++;
-	}
-	fputc('"', f);
-}
-
 static void put_json_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
 {
 	if (fld->is_signed && fld->base != 16)
@@ -701,7 +623,7 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
 			fputs("null", f);
 		break;
 	case TP_TRACE_STRING:
-		tp_cli_json_str(f, fld->str, fld->count);
+		tp_json_str(f, fld->str, fld->count);
 		break;
 	case TP_TRACE_BYTES:
 		fputc('"', f);

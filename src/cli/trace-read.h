@@ -84,8 +84,6 @@ void tp_cli_put_text(FILE *f, const char *s, size_t len);
 void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld);
 /* A field's value as JSON: numbers, strings, bytes as a hex string, arrays. */
 void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld);
-/* A JSON string; bytes that are not UTF-8 become U+FFFD. */
-void tp_cli_json_str(FILE *f, const char *s, size_t len);
 
 /* stdout for NULL or "-", else the file (one-line error and NULL on failure). */
 FILE *tp_cli_out_open(const char *cmd, const char *path);

@@ -1,0 +1,15 @@
+/* Text output shared by the commands: UTF-8 checks and JSON strings. */
+#ifndef TP_COMMON_TEXT_H
+#define TP_COMMON_TEXT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Length of the valid UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
+size_t tp_text_utf8_len(const unsigned char *s, size_t n);
+/* Length of the run of printable ASCII at @s, none of it in @special. */
+size_t tp_text_plain_run(const unsigned char *s, size_t n, const char *special);
+/* @len bytes at @s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
+void tp_json_str(FILE *f, const char *s, size_t len);
+
+#endif
