@@ -23,14 +23,33 @@
 
 static volatile sig_atomic_t ticked;
 
-/* The event loop's clock: every TICK_MS while a thread may have returned without a stop
- * or a --duration runs, only ever delivered while the loop sleeps in a wait. */
+/* The event loop's clock, every TICK_MS, only ever delivered while the loop sleeps in a wait:
+ * returns made without a stop are reported, the output flushed, --duration checked. */
 #define TICK_MS 50
 
 static void on_tick(int sig)
 {
 	(void)sig;
 	ticked = 1;
+}
+
+/* Start the clock (after the launch: the program must not inherit the blocked signal), or
+ * stop it. */
+static void tick(struct tp_proc *p, bool on)
+{
+	struct itimerval it = {{0, on ? TICK_MS * 1000 : 0}, {0, on ? TICK_MS * 1000 : 0}};
+	struct sigaction sa = {.sa_handler = on_tick};
+	sigset_t set;
+
+	if (on) {
+		sigemptyset(&set);
+		sigaddset(&set, SIGALRM);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, NULL);
+		tp_proc_set_wait_signal(p, SIGALRM);
+	}
+	setitimer(ITIMER_REAL, &it, NULL);
 }
 
 /* ---- threads ---- */
@@ -1143,9 +1162,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	struct session s = {.o = o};
 	char err[256];
 	int r = 0, ret = 0;
-	struct sigaction sa = {.sa_handler = on_tick};
 	uint64_t deadline = 0;
-	sigset_t tick_set;
 
 	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
 	if (!s.sel) {
@@ -1182,24 +1199,12 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		goto out;
 	}
 	s.started = true;
-	/* A traced call is two stops a few microseconds apart. */
+	/* A thread's stops can come a few microseconds apart. */
 	tp_proc_set_spin(s.p, 100);
 	tp_proc_set_trap_filter(s.p, trap_filter, &s);
 	if (o->pid && o->duration > 0)
 		deadline = tp_calls_now_ns() + (uint64_t)(o->duration * 1e9);
-	if (deadline || s.async) {
-		/* Set up after the launch: the program must not inherit the blocked signal. */
-		struct itimerval it = {.it_interval = {0, TICK_MS * 1000},
-				       .it_value = {0, TICK_MS * 1000}};
-
-		sigemptyset(&tick_set);
-		sigaddset(&tick_set, SIGALRM);
-		sigprocmask(SIG_BLOCK, &tick_set, NULL);
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGALRM, &sa, NULL);
-		tp_proc_set_wait_signal(s.p, SIGALRM);
-		setitimer(ITIMER_REAL, &it, NULL);
-	}
+	tick(s.p, true);
 	for (;;) {
 		struct tp_event ev;
 
@@ -1228,11 +1233,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 			break;
 		r = 0;
 	}
-	if (deadline || s.async) {
-		struct itimerval off = {{0, 0}, {0, 0}};
-
-		setitimer(ITIMER_REAL, &off, NULL);
-	}
+	tick(s.p, false);
 	if (r) {
 		tp_err("stopped tracing: %s", strerror(-r));
 		ret = 1;
