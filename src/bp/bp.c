@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include "arch/arch.h"
 #include "bp/bp.h"
@@ -851,6 +852,23 @@ void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff)
 {
 	bps->errno_tpoff = tpoff;
 	bps->errno_known = true;
+}
+
+int tp_bp_stub_fault(struct tp_bps *bps, pid_t tid)
+{
+	struct user_regs_struct r;
+	uint8_t op[2];
+	uint64_t tsc;
+
+	if (tp_proc_get_regs(tid, &r) || !in_stubs(bps, r.rip) ||
+	    tp_proc_read(bps->pid, r.rip, op, 2) != 2 || op[0] != 0x0f || op[1] != 0x31)
+		return 0;
+	/* The program forbade rdtsc (prctl PR_SET_TSC): tracepad reads the counter for it. */
+	tsc = __rdtsc();
+	r.rax = (uint32_t)tsc;
+	r.rdx = tsc >> 32;
+	r.rip += 2;
+	return tp_proc_set_regs(tid, &r) ? -EIO : 1;
 }
 
 int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running)

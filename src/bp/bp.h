@@ -91,6 +91,10 @@ typedef void (*tp_bp_return_fn)(void *arg, pid_t tid, const struct tp_bp_stop *s
 void tp_bps_set_async(struct tp_bps *bps, tp_bp_return_fn fn, void *arg);
 /* errno's offset from the thread pointer (fs_base), for the stubs to read it. */
 void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff);
+/* After a SIGSEGV stop of @tid: 1 when it was the rdtsc of a return stub in a program that
+ * forbids rdtsc (PR_SET_TSC), which was then done for it (resume without the signal); 0
+ * when the fault is not ours; -errno. */
+int tp_bp_stub_fault(struct tp_bps *bps, pid_t tid);
 /* Report the calls of @tid that have returned through their stubs so far, from its
  * innermost call outwards up to the first still in flight.  @running: @tid may be running
  * (it may be inside a stub). */

@@ -919,6 +919,8 @@ static int handle(struct session *s, const struct tp_event *ev)
 		return on_breakpoint(s, ev);
 	case TP_EV_SIGNAL:
 		t = thread_find(s, ev->tid);
+		if (t && t->img && ev->sig == SIGSEGV && tp_bp_stub_fault(t->img->bps, t->tid) > 0)
+			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 		if (t && t->img)
 			tp_bp_reap(t->img->bps, t->tid, false);
 		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tracepad calls' returns without a stop: a call's line comes while its thread is blocked
-(no later stop of the thread reports it), and the lines of single-threaded runs with
+(no later stop of the thread reports it), a program that forbids rdtsc runs, and the lines of single-threaded runs with
 longjmp, C++ exceptions, recursion and nesting are those of the mode where every return
 stops (TRACEPAD_CALLS_SYNC=1), but for the durations."""
 import os
@@ -36,6 +36,12 @@ check(p.returncode == 0 and out == b"first 3\nsecond 7\n" and len(lines) == 2 an
       "tpc_add(3, 4) = 7" in lines[1], "wait: then the second call, output unchanged",
       "%r %r %r" % (p.returncode, out, lines))
 
+
+# ---- a program that forbids rdtsc (PR_SET_TSC): the stubs' rdtsc is done for it ----
+r = calls(["-e", "libtpcalls:tpc_add"], [multi, "notsc"])
+got = [(c.args, c.retint) for c in r.calls]
+check(r.rc == 0 and r.out == "notsc sum 15\n" and got == [([i, 1], i + 1) for i in range(5)],
+      "notsc: the program runs as natively and its 5 calls return their values", r)
 
 # ---- the same lines as with a stop at every return ----
 def shape(r):

@@ -1,6 +1,6 @@
 /* Targets of `tracepad calls` tests, one subcommand each: threads, nest, forkexec, longjmp,
  * loop (attach/detach), badexec, spawn, cold, errno, signal, sigign, rec, threxit, threxec,
- * dlopen, vfork, wait.  Each prints what the tracer must have seen (tids, pids, results) so
+ * dlopen, vfork, wait, notsc.  Each prints what the tracer must have seen (tids, pids, results) so
  * the tests compare the trace with the program's own account. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -457,11 +457,26 @@ static int cmd_wait(void)
 {
 	char buf[16];
 
-	printf("first %ld\n", tpc_add(1, 2));
+	printf("first %d\n", tpc_add(1, 2));
 	fflush(stdout);
 	if (!fgets(buf, sizeof(buf), stdin))
 		return 1;
-	printf("second %ld\n", tpc_add(3, 4));
+	printf("second %d\n", tpc_add(3, 4));
+	return 0;
+}
+
+/* notsc: rdtsc faults from here on (PR_SET_TSC); tpc_add(i, 1) for i < 5. */
+static int cmd_notsc(void)
+{
+	long sum = 0;
+
+	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0)) {
+		perror("prctl");
+		return 1;
+	}
+	for (int i = 0; i < 5; i++)
+		sum += tpc_add(i, 1);
+	printf("notsc sum %ld\n", sum);
 	return 0;
 }
 
@@ -505,9 +520,11 @@ int main(int argc, char **argv)
 		return cmd_vfork(argv[2]);
 	if (!strcmp(cmd, "wait"))
 		return cmd_wait();
+	if (!strcmp(cmd, "notsc"))
+		return cmd_notsc();
 	fprintf(stderr,
 		"usage: %s threads [SCALE]|nest|forkexec PROG|longjmp|loop [S]|badexec F|spawn "
-		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork P|wait\n",
+		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork P|wait|notsc\n",
 		argv[0]);
 	return 2;
 }
