@@ -717,8 +717,16 @@ static void quarantine_sweep(struct tp_bps *b)
 		pc[2 * i] = (struct tp_proc_piece){b->aquar[i].sp, &words[i], 8};
 		pc[2 * i + 1] = (struct tp_proc_piece){rec_at(b, b->aquar[i].slot), &done[i], 4};
 	}
-	if (!n || tp_proc_read_pieces(b->pid, pc, 2 * n))
+	if (!n)
 		return;
+	if (tp_proc_read_pieces(b->pid, pc, 2 * n)) {
+		/* Some stack is gone (its thread exited): nothing returns through it. */
+		for (unsigned i = 0; i < n; i++) {
+			done[i] = 0;
+			if (tp_proc_read(b->pid, pc[2 * i].addr, &words[i], 8) != 8)
+				words[i] = 0;
+		}
+	}
 	for (unsigned i = 0; i < b->naquar; i++) {
 		if (i < n && (done[i] || words[i] != stub_at(b, b->aquar[i].slot)))
 			b->afree[b->nafree++] = b->aquar[i].slot;
@@ -772,6 +780,7 @@ static int reap(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, b
 		bool running, uint64_t word_at, uint64_t *word)
 {
 	struct tp_proc_piece pc[REAP_MAX + 1];
+	uint8_t seen[REAP_MAX];
 
 	for (;;) {
 		unsigned n = 0, nrec, j = 0, beyond = 0;
@@ -800,8 +809,16 @@ static int reap(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, b
 				return -EFAULT;
 			return 0; /* the records are looked at again later */
 		}
-		if (running && tp_proc_read_pieces(b->pid, pc + (word_at ? 1 : 0), nrec))
-			return 0;
+		if (running) {
+			/* Only a record whose "done" the first read saw is complete in the
+			 * second: the stub wrote everything else before it. */
+			for (unsigned i = 0; i < nrec; i++)
+				seen[i] = b->rbuf[i][TP_RSTUB_DONE];
+			if (tp_proc_read_pieces(b->pid, pc + (word_at ? 1 : 0), nrec))
+				return 0;
+			for (unsigned i = 0; i < nrec; i++)
+				b->rbuf[i][TP_RSTUB_DONE] &= seen[i];
+		}
 		word_at = 0;
 		while (s->n) {
 			struct frame *f = &s->f[s->n - 1];
