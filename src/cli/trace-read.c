@@ -501,42 +501,9 @@ void tp_cli_put_float(FILE *f, double v)
 	fputs(buf, f);
 }
 
-/* Quoted, with C escapes for what a terminal would interpret. */
-static void put_text_str(FILE *f, const char *str, size_t n)
-{
-	const unsigned char *s = (const unsigned char *)str;
-
-	fputc('"', f);
-	for (size_t i = 0; i < n;) {
-		size_t u = tp_text_plain_run(s + i, n - i, "\"\\");
-
-		if (u) {
-			fwrite(s + i, 1, u, f);
-			i += u;
-			continue;
-		}
-		u = tp_text_utf8_len(s + i, n - i);
-		if (s[i] == '"' || s[i] == '\\')
-			fprintf(f, "\\%c", s[i]);
-		else if (s[i] == '\n')
-			fputs("\\n", f);
-		else if (s[i] == '\t')
-			fputs("\\t", f);
-		else if (s[i] < 0x20 || s[i] == 0x7f || !u)
-			fprintf(f, "\\x%02x", s[i]);
-		else {
-			fwrite(s + i, 1, u, f);
-			i += u;
-			continue;
-		}
-		i++;
-	}
-	fputc('"', f);
-}
-
 void tp_cli_put_text(FILE *f, const char *s, size_t len)
 {
-	put_text_str(f, s, len);
+	tp_text_str(f, s, len);
 }
 
 void tp_cli_put_name(FILE *f, const char *str, bool folded)
@@ -578,7 +545,7 @@ void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
 		tp_cli_put_float(f, fld->d);
 		break;
 	case TP_TRACE_STRING:
-		put_text_str(f, fld->str, fld->count);
+		tp_text_str(f, fld->str, fld->count);
 		break;
 	case TP_TRACE_BYTES:
 		fputc('<', f);

@@ -1,4 +1,5 @@
 /* Text output shared by the commands: UTF-8 checks and JSON strings. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "common/text.h"
@@ -48,7 +49,9 @@ size_t tp_text_plain_run(const unsigned char *s, size_t n, const char *special)
 	return i;
 }
 
-void tp_json_str(FILE *f, const char *str, size_t n)
+/* Quoted; printable ASCII and valid UTF-8 as they are, the rest escaped as C (@json false:
+ * \x for control bytes and invalid UTF-8) or JSON (\u, U+FFFD) has it. */
+static void quote(FILE *f, const char *str, size_t n, bool json)
 {
 	const unsigned char *s = (const unsigned char *)str;
 
@@ -68,10 +71,12 @@ void tp_json_str(FILE *f, const char *str, size_t n)
 			fputs("\\n", f);
 		else if (s[i] == '\t')
 			fputs("\\t", f);
-		else if (s[i] < 0x20)
+		else if (json && s[i] < 0x20)
 			fprintf(f, "\\u%04x", s[i]);
-		else if (!u)
+		else if (json && !u)
 			fputs("\\ufffd", f);
+		else if (!json && (s[i] < 0x20 || s[i] == 0x7f || !u))
+			fprintf(f, "\\x%02x", s[i]);
 		else {
 			fwrite(s + i, 1, u, f);
 			i += u;
@@ -80,4 +85,14 @@ void tp_json_str(FILE *f, const char *str, size_t n)
 		i++;
 	}
 	fputc('"', f);
+}
+
+void tp_json_str(FILE *f, const char *s, size_t n)
+{
+	quote(f, s, n, true);
+}
+
+void tp_text_str(FILE *f, const char *s, size_t n)
+{
+	quote(f, s, n, false);
 }

@@ -11,5 +11,7 @@ size_t tp_text_utf8_len(const unsigned char *s, size_t n);
 size_t tp_text_plain_run(const unsigned char *s, size_t n, const char *special);
 /* @len bytes at @s as a JSON string; bytes that are not UTF-8 become U+FFFD. */
 void tp_json_str(FILE *f, const char *s, size_t len);
+/* As text: quoted, with C escapes for what a terminal would interpret. */
+void tp_text_str(FILE *f, const char *s, size_t len);
 
 #endif
