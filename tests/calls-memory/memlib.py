@@ -11,10 +11,9 @@ import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.join(os.environ.get("TP_SOURCE_ROOT", ""), "tests", "cli"))
-from taplib import check, done  # noqa: E402,F401
+from taplib import check, done, tracepad_and_targets  # noqa: E402,F401
 
-TRACEPAD = os.environ.get("TRACEPAD", "")
-TARGETS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+TRACEPAD, TARGETS = tracepad_and_targets()
 VALGRIND = sys.argv[2] if len(sys.argv) > 2 else ""
 TIMEOUT = 240
 KINDS = ("definitely lost", "indirectly lost", "possibly lost", "still reachable")
@@ -31,14 +30,6 @@ MEMCHECK_OPTS = ["--tool=memcheck", "--leak-check=full", "--show-leak-kinds=all"
                  "--errors-for-leak-kinds=none", "--run-libc-freeres=no",
                  "--run-cxx-freeres=no", "--default-suppressions=no",
                  "--leak-check-heuristics=none", "--num-callers=12"]
-
-if not TRACEPAD or not os.access(TRACEPAD, os.X_OK):
-    print("Bail out! TRACEPAD is not set or not executable: %r" % TRACEPAD)
-    sys.exit(1)
-if not os.path.isdir(TARGETS):
-    print("Bail out! the targets directory (argv[1]) is missing: %r" % TARGETS)
-    sys.exit(1)
-
 
 def target(name):
     return os.path.join(TARGETS, name)

@@ -11,23 +11,15 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.environ.get("TP_SOURCE_ROOT", ""), "tests", "cli"))
-from taplib import check, done  # noqa: E402,F401
+from taplib import check, done, tracepad_and_targets  # noqa: E402,F401
 
-TRACEPAD = os.environ.get("TRACEPAD", "")
-TARGETS = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+TRACEPAD, TARGETS = tracepad_and_targets()
 TIMEOUT = 120
 
 # [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>, indented 2 spaces a depth after "] ".
 LINE = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) = (.*?)(?: <(\d+\.\d+)>)?$")
 # --entry: [TID] OBJECT:FUNCTION(ARGS) ...
 ENTRY = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) \.\.\.$")
-
-if not TRACEPAD or not os.access(TRACEPAD, os.X_OK):
-    print("Bail out! TRACEPAD is not set or not executable: %r" % TRACEPAD)
-    sys.exit(1)
-if not os.path.isdir(TARGETS):
-    print("Bail out! the targets directory (argv[1]) is missing: %r" % TARGETS)
-    sys.exit(1)
 
 
 def target(name):
