@@ -33,6 +33,19 @@ static bool is_signed_code(char t)
 	return t == 'b' || t == 'h' || t == 'i' || t == 'l';
 }
 
+/* A double under an integer conversion (a format that does not match its argument, which
+ * C leaves undefined): truncated toward zero, saturated at the limits, NaN as 0. */
+static long long double_int(double d)
+{
+	if (d != d)
+		return 0;
+	if (d >= 0x1p63)
+		return LLONG_MAX;
+	if (d < -0x1p63)
+		return LLONG_MIN;
+	return (long long)d;
+}
+
 /* The value of an integer argument as its own C type would print with %u/%x: a negative
  * int is 32 bits of ones, not 64. */
 static unsigned long long as_unsigned(char t, union tp_trace_value a)
@@ -45,7 +58,7 @@ static unsigned long long as_unsigned(char t, union tp_trace_value a)
 	case 'i':
 		return (uint32_t)a.i;
 	case 'd':
-		return (unsigned long long)a.d;
+		return (unsigned long long)double_int(a.d);
 	default:
 		return a.u;
 	}
@@ -54,7 +67,7 @@ static unsigned long long as_unsigned(char t, union tp_trace_value a)
 static long long as_signed(char t, union tp_trace_value a)
 {
 	if (t == 'd')
-		return (long long)a.d;
+		return double_int(a.d);
 	return is_signed_code(t) ? a.i : (long long)a.u;
 }
 
