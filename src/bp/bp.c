@@ -103,7 +103,9 @@ struct shadow {
 	struct frame *f;
 	unsigned n, cap;
 	struct frame grave[GRAVE];
-	unsigned ngrave; /* total dropped, the last GRAVE kept */
+	unsigned ngrave;   /* total dropped, the last GRAVE kept */
+	uint64_t errno_fs; /* the thread pointer its errno was checked readable for */
+	bool errno_ok;
 };
 
 struct tp_bps *tp_bps_new(struct tp_proc *p, pid_t pid)
@@ -704,8 +706,8 @@ static int stubs_write(struct tp_bps *b)
 	return r;
 }
 
-/* Quarantined slots whose stack no longer holds their stub's address, or whose call
- * returned after all, are free again. */
+/* Quarantined slots whose call returned after all, or whose stack no longer holds their
+ * stub's address (nor the real one the stub puts there as it returns), are free again. */
 static void quarantine_sweep(struct tp_bps *b)
 {
 	struct tp_proc_piece pc[2 * 512];
@@ -728,7 +730,10 @@ static void quarantine_sweep(struct tp_bps *b)
 		}
 	}
 	for (unsigned i = 0; i < b->naquar; i++) {
-		if (i < n && (done[i] || words[i] != stub_at(b, b->aquar[i].slot)))
+		/* Not while the stub may be running: it pushed the real return address in
+		 * place of its own but has not set "done" yet. */
+		if (i < n && (done[i] || (words[i] != stub_at(b, b->aquar[i].slot) &&
+					  words[i] != b->aquar[i].ret)))
 			b->afree[b->nafree++] = b->aquar[i].slot;
 		else
 			b->aquar[keep++] = b->aquar[i];
@@ -790,7 +795,7 @@ static int reap(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, b
 			pc[n++] = (struct tp_proc_piece){word_at, word, 8};
 		/* The frames below the stack pointer, and a few above it: calls returned
 		 * without a stop may sit anywhere. */
-		for (unsigned i = s->n; i-- > 0 && n <= REAP_MAX;) {
+		for (unsigned i = s->n; i-- > 0 && n - (word_at ? 1 : 0) < REAP_MAX;) {
 			struct frame *f = &s->f[i];
 
 			if ((f->sp > limit || !strict) && ++beyond > 8)
@@ -888,13 +893,13 @@ int tp_bp_stub_fault(struct tp_bps *bps, pid_t tid)
 	return tp_proc_set_regs(tid, &r) ? -EIO : 1;
 }
 
-int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running)
+int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running, uint64_t sp)
 {
 	struct shadow *s = shadow_of(bps, tid, false);
 
 	if (!s || !bps->amap)
 		return 0;
-	return reap(bps, tid, s, UINT64_MAX, false, running, 0, NULL);
+	return reap(bps, tid, s, sp ? sp : UINT64_MAX, sp != 0, running && !sp, 0, NULL);
 }
 
 /* ---- hooked returns ---- */
@@ -933,7 +938,16 @@ static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struc
 		uint64_t head[3] = {0, ret, rec + TP_RSTUB_ERRNO};
 		struct tp_proc_piece pc[2] = {{sp, &stub, 8}, {rec, head, sizeof(head)}};
 
-		if (b->errno_known && regs->fs_base)
+		if (b->errno_known && regs->fs_base && regs->fs_base != s->errno_fs) {
+			/* Threads not set up by libc may have another TLS layout: the stub
+			 * reads errno only where tracepad could. */
+			uint32_t v;
+
+			s->errno_fs = regs->fs_base;
+			s->errno_ok = tp_proc_read(b->pid, regs->fs_base + (uint64_t)b->errno_tpoff,
+						   &v, 4) == 4;
+		}
+		if (b->errno_known && regs->fs_base && s->errno_ok)
 			head[2] = regs->fs_base + (uint64_t)b->errno_tpoff;
 		r = tp_proc_write_pieces(b->pid, pc, 2);
 		if (r) {
@@ -1021,6 +1035,8 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	r = 0;
 	if (bp->ret)
 		r = hook_return(bps, tid, &own, bp->addr, flags & TP_BP_HIT_ASYNC);
+	else if (bps->amap)
+		r = tp_bp_reap(bps, tid, false, own.rsp); /* what returned comes first */
 	s = shadow_of(bps, tid, false);
 	st.depth = s ? s->n : 0;
 	if (!r)
@@ -1150,6 +1166,10 @@ void tp_bp_drop_thread(struct tp_bps *bps, pid_t tid)
 
 	if (!s)
 		return;
+	/* The thread is gone, and with it every way back to its stubs. */
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->f[i].slot >= 0 && !s->f[i].borrowed)
+			bps->afree[bps->nafree++] = (uint32_t)s->f[i].slot;
 	free(s->f);
 	*s = bps->sh[--bps->nsh];
 }
@@ -1412,8 +1432,9 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 	uint64_t pc;
 	int r, held = 0;
 
-	/* A slot's copy is one or two instructions, a return stub fourteen. */
-	for (int i = 0; i < 16; i++) {
+	/* A slot's copy is one or two instructions, a return stub fourteen (and a tail call
+	 * chains stubs). */
+	for (int i = 0; i < 128; i++) {
 		struct bp *bp;
 
 		r = tp_proc_get_pc(tid, &pc);
@@ -1440,7 +1461,8 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 	}
 	if (held)
 		syscall(SYS_tgkill, b->pid, tid, held);
-	return in_areas(b, pc) ? -EIO : 0;
+	/* The stubs stay mapped: one still running finishes without tracepad. */
+	return in_areas(b, pc) && !in_stubs(b, pc) ? -EIO : 0;
 }
 
 /* Put return address @ret back at @sp if @hook is still there (else the frame is gone). */
@@ -1511,11 +1533,9 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			err = r;
 	}
 	bps->nareas = 0;
-	if (bps->amap && n > 0) {
-		r = unmap(bps, tids[0], bps->amap, ASYNC_SIZE);
-		if (r && !err)
-			err = r;
-	}
+	/* The stubs' area is left mapped: a return address that still points at a stub (in a
+	 * signal frame, on a stack switched away, in a copied stack) returns through it to
+	 * the right place, since each record keeps its real return address. */
 	bps->amap = 0;
 	flush_deferred(bps);
 	return err;

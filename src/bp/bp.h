@@ -97,8 +97,10 @@ void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff);
 int tp_bp_stub_fault(struct tp_bps *bps, pid_t tid);
 /* Report the calls of @tid that have returned through their stubs so far, from its
  * innermost call outwards up to the first still in flight.  @running: @tid may be running
- * (it may be inside a stub). */
-int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running);
+ * (it may be inside a stub).  @sp: 0, or the stack pointer of stopped @tid, when frames
+ * below it that did not return are dropped as unwound (tp_bp_depth() tells how many are
+ * left). */
+int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running, uint64_t sp);
 
 /* Call function @fn(@args) in stopped task @tid and return its rax in *@ret: the task runs
  * alone on its own stack below the red zone, returning to the trampoline; registers are

@@ -457,6 +457,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		drop_recs(s, t, st->depth - 1, " = <unwound>");
 		rc = rec_push(t);
 	} else {
+		drop_recs(s, t, st->depth, " = <unwound>");
 		rc = &tmp;
 	}
 	if (!tp_bp_real_return(im->bps, t->tid, regs->rsp, &caller))
@@ -638,12 +639,16 @@ void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
 	on_return(s, t, st, &regs, &fp, tsc_to_ns(s, st->tsc));
 }
 
-/* Report the returns without a stop of every thread of @im (@stopped: the one at a stop). */
-static void reap_image(struct session *s, struct image *im, pid_t stopped)
+/* Report the returns without a stop of every thread of @im; @t is at a stop with stack
+ * pointer @sp, and its calls left without returning are printed too (before an object they
+ * belong to goes away). */
+static void reap_image(struct session *s, struct image *im, struct thread *t, uint64_t sp)
 {
 	for (int i = 0; i < s->nthreads; i++)
-		if (s->threads[i]->img == im)
-			tp_bp_reap(im->bps, s->threads[i]->tid, s->threads[i]->tid != stopped);
+		if (s->threads[i]->img == im && s->threads[i] != t)
+			tp_bp_reap(im->bps, s->threads[i]->tid, true, 0);
+	tp_bp_reap(im->bps, t->tid, false, sp);
+	drop_recs(s, t, tp_bp_depth(im->bps, t->tid), " = <unwound>");
 }
 
 /* May a call of @f return without a stop?  Not where tracepad acts on the return
@@ -682,7 +687,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 	}
 	f = tp_calls_func_find(im, regs.rip - 1);
 	if (f && f->kind == F_EXEC)
-		reap_image(s, im, t->tid); /* the other threads' returns go with the old image */
+		reap_image(s, im, t, regs.rsp); /* the returns go with the old image */
 	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
 	if (r == 0)
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
@@ -718,7 +723,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 			if (tp_proc_read(im->pid, im->rdebug + 24, &state, 4) == 4 && state == 0) {
 				/* Returns of functions of an object on its way out are printed
 				 * while its symbols are there. */
-				reap_image(s, im, t->tid);
+				reap_image(s, im, t, regs.rsp);
 				/* The start-up's objects are relocated when the loader says they
 				 * are consistent, a dlopen'ed one only after: its IFUNC resolvers
 				 * are left to the loader (their returns are hooked). */
@@ -786,7 +791,7 @@ static int on_fork(struct session *s, const struct tp_event *ev)
 	if (!pt || !traced)
 		goto resume;
 	/* Returns already made are the parent's alone. */
-	tp_bp_reap(pt->img->bps, pt->tid, false);
+	tp_bp_reap(pt->img->bps, pt->tid, false, 0);
 	if (ev->vm_shared) {
 		/* vfork: the child runs on the parent's memory and stack until it execs. */
 		ct = thread_add(s, child, child, pt->img, s->o->follow);
@@ -870,7 +875,7 @@ static void on_exit_stop(struct session *s, const struct tp_event *ev)
 		return;
 	t->exiting = true;
 	if (t->img)
-		tp_bp_reap(t->img->bps, t->tid, false);
+		tp_bp_reap(t->img->bps, t->tid, false, 0);
 	drop_recs(s, t, 0, " = <no return>");
 	if (!t->report)
 		return;
@@ -922,7 +927,7 @@ static int handle(struct session *s, const struct tp_event *ev)
 		if (t && t->img && ev->sig == SIGSEGV && tp_bp_stub_fault(t->img->bps, t->tid) > 0)
 			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 		if (t && t->img)
-			tp_bp_reap(t->img->bps, t->tid, false);
+			tp_bp_reap(t->img->bps, t->tid, false, 0);
 		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&
 		    t->img->watch_tid == ev->tid) {
 			tp_calls_watch_hit(s, t->img, ev->tid);
@@ -1214,7 +1219,8 @@ int tp_calls_run(const struct tp_calls_opts *o)
 			ticked = 0;
 			for (int i = 0; s.async && i < s.nthreads; i++)
 				if (s.threads[i]->img)
-					tp_bp_reap(s.threads[i]->img->bps, s.threads[i]->tid, true);
+					tp_bp_reap(s.threads[i]->img->bps, s.threads[i]->tid, true,
+						   0);
 			fflush(o->out); /* what is known by now is out within a tick */
 		}
 		if ((o->stop && *o->stop) || (deadline && tp_calls_now_ns() >= deadline))
