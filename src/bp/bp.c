@@ -189,6 +189,17 @@ static int wait_one(struct tp_proc *p, struct tp_event *ev)
 	return r;
 }
 
+/* After a signal stop of @tid, held back by an operation of this module: resume it as the
+ * operation does.  The stop may be one reported before the operation resumed @tid (a
+ * signal that came as tracepad attached, queued since): @tid then runs already, and goes on
+ * to the stop the operation waits for. */
+static int resume_unless_running(struct tp_bps *b, pid_t tid, enum tp_resume how)
+{
+	int r = tp_proc_resume(b->p, tid, how, 0);
+
+	return r == -EBUSY ? 0 : r;
+}
+
 /* Step @tid once and wait for its stop; other tasks' events are deferred.  A signal for
  * @tid is held back into *@held (the step is retried). */
 static int step_one(struct tp_bps *b, pid_t tid, int *held)
@@ -230,7 +241,7 @@ static int step_one(struct tp_bps *b, pid_t tid, int *held)
 			if (++nsig > 16)
 				return -EIO;
 			*held = ev.sig;
-			r = tp_proc_resume(b->p, tid, TP_RESUME_STEP, 0);
+			r = resume_unless_running(b, tid, TP_RESUME_STEP);
 			if (r)
 				return r;
 			continue;
@@ -263,7 +274,7 @@ static int syscall_stop(struct tp_bps *b, pid_t tid, int *held)
 			return 0;
 		case TP_EV_SIGNAL:
 			*held = ev.sig;
-			r = tp_proc_resume(b->p, tid, TP_RESUME_SYSCALL, 0);
+			r = resume_unless_running(b, tid, TP_RESUME_SYSCALL);
 			break;
 		case TP_EV_EXIT:
 		case TP_EV_EXITED:
@@ -1096,7 +1107,7 @@ int tp_bp_call(struct tp_bps *bps, pid_t tid, uint64_t fn, const uint64_t args[6
 		}
 		if (ev.kind == TP_EV_SIGNAL) {
 			held = ev.sig;
-			r = tp_proc_resume(bps->p, tid, TP_RESUME_CONT, 0);
+			r = resume_unless_running(bps, tid, TP_RESUME_CONT);
 			continue;
 		}
 		if (ev.kind == TP_EV_EXIT || ev.kind == TP_EV_EXITED) {
@@ -1423,6 +1434,33 @@ static int drain(struct tp_bps *b)
 			err = r;
 	}
 	return err;
+}
+
+int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
+{
+	uint64_t pc;
+	int r, held = 0;
+
+	for (int i = 0; i < 8; i++) {
+		r = tp_proc_get_pc(tid, &pc);
+		if (r)
+			return r;
+		if (!i && bps->tramp && pc == bps->tramp)
+			return 2;
+		if (!in_areas(bps, pc) || in_stubs(bps, pc))
+			break;
+		/* The slot's instruction and its jmp back: the task then is where it would
+		 * have been without the slot, and its handler's frame says so. */
+		r = step_one(bps, tid, &held);
+		if (r)
+			return r;
+	}
+	if (held)
+		syscall(SYS_tgkill, bps->pid, tid, held);
+	flush_deferred(bps);
+	if (pc == 0 || (in_areas(bps, pc) && !in_stubs(bps, pc)))
+		return -EIO;
+	return tp_proc_set_siginfo(tid, si) ? -EIO : 1;
 }
 
 /* Move task @tid out of the slots: back to the breakpoint when the displaced instruction

@@ -91,6 +91,12 @@ typedef void (*tp_bp_return_fn)(void *arg, pid_t tid, const struct tp_bp_stop *s
 void tp_bps_set_async(struct tp_bps *bps, tp_bp_return_fn fn, void *arg);
 /* errno's offset from the thread pointer (fs_base), for the stubs to read it. */
 void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff);
+/* At a signal-delivery stop of @tid (signal @si): a task inside an SSOL slot is stepped
+ * out of it first, so that no handler's frame holds a slot's address (the slots go away at
+ * detach); its siginfo is set back for the delivery.  Resume it with the signal as usual.
+ * Returns 1 when it was moved, 0 when it was not in a slot, 2 when it is at the trampoline
+ * (the caller takes the return first, as at its int3 stop), -errno. */
+int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si);
 /* After a SIGSEGV stop of @tid: 1 when it was the rdtsc of a return stub in a program that
  * forbids rdtsc (PR_SET_TSC), which was then done for it (resume without the signal); 0
  * when the fault is not ours; -errno. */

@@ -661,7 +661,8 @@ static unsigned async_ok(struct session *s, struct thread *t, const struct func 
 	return TP_BP_HIT_ASYNC;
 }
 
-static int on_breakpoint(struct session *s, const struct tp_event *ev)
+/* A stop at one of our int3s; the task is resumed with signal @sig (0: none). */
+static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 {
 	struct thread *t = thread_find(s, ev->tid);
 	struct user_regs_struct regs;
@@ -769,7 +770,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev)
 	s->cur = NULL;
 	if (im->trap_custom)
 		trap_check(im, t->tid);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, sig);
 }
 
 static void image_release(struct session *s, struct image *im)
@@ -915,19 +916,43 @@ static void on_exited(struct session *s, const struct tp_event *ev)
 		image_release(s, im);
 }
 
+/* A signal comes as a call is about to return through the trampoline: the return is
+ * taken first (as if its int3 had run), so that the handler's frame holds the real return
+ * address, then the signal is delivered there with its siginfo. */
+static int signal_at_trampoline(struct session *s, const struct tp_event *ev)
+{
+	struct tp_event bev = *ev;
+
+	if (tp_proc_get_regs(ev->tid, &bev.regs))
+		return 0; /* gone: its exit follows */
+	bev.kind = TP_EV_BREAKPOINT;
+	bev.regs.rip++;
+	bev.has_regs = true;
+	return on_breakpoint(s, &bev, ev->sig);
+}
+
 static int handle(struct session *s, const struct tp_event *ev)
 {
 	struct thread *t;
 
 	switch (ev->kind) {
 	case TP_EV_BREAKPOINT:
-		return on_breakpoint(s, ev);
+		return on_breakpoint(s, ev, 0);
 	case TP_EV_SIGNAL:
 		t = thread_find(s, ev->tid);
 		if (t && t->img && ev->sig == SIGSEGV && tp_bp_stub_fault(t->img->bps, t->tid) > 0)
 			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
-		if (t && t->img)
+		if (t && t->img) {
+			int r;
+
 			tp_bp_reap(t->img->bps, t->tid, false, 0);
+			r = tp_bp_signal_stop(t->img->bps, t->tid, &ev->si);
+			if (r == 2)
+				return signal_at_trampoline(s, ev);
+			/* Its SIGTRAP disposition may have been reset by the steps. */
+			if (r > 0 && t->img->trap_custom)
+				trap_check(t->img, t->tid);
+		}
 		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&
 		    t->img->watch_tid == ev->tid) {
 			tp_calls_watch_hit(s, t->img, ev->tid);

@@ -68,6 +68,11 @@ int tp_proc_set_pc(pid_t tid, uint64_t pc)
 	return ptrace(PTRACE_POKEUSER, tid, RIP_OFFSET, pc) ? -errno : 0;
 }
 
+int tp_proc_set_siginfo(pid_t tid, const siginfo_t *si)
+{
+	return ptrace(PTRACE_SETSIGINFO, tid, 0, si) ? -errno : 0;
+}
+
 /* ---- /proc/PID/mem descriptors ---- */
 
 #define NMEMFD 8

@@ -149,6 +149,8 @@ int tp_proc_get_fpregs(pid_t tid, struct user_fpregs_struct *fp);
 /* Program counter only (one PTRACE_PEEKUSER). */
 int tp_proc_get_pc(pid_t tid, uint64_t *pc);
 int tp_proc_set_pc(pid_t tid, uint64_t pc);
+/* The siginfo of the signal a stopped task will get when resumed with that signal. */
+int tp_proc_set_siginfo(pid_t tid, const siginfo_t *si);
 
 /* Read @len bytes at @addr; returns bytes read (may be short at an unmapped page) or -errno. */
 ssize_t tp_proc_read(pid_t pid, uint64_t addr, void *buf, size_t len);

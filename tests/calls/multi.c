@@ -1,7 +1,7 @@
 /* Targets of `tracepad calls` tests, one subcommand each: threads, nest, forkexec, longjmp,
  * loop (attach/detach), badexec, spawn, cold, errno, signal, sigign, rec, threxit, threxec,
- * dlopen, vfork, wait, notsc.  Each prints what the tracer must have seen (tids, pids, results) so
- * the tests compare the trace with the program's own account. */
+ * dlopen, vfork, wait, notsc, sigloop.  Each prints what the tracer must have seen (tids, pids,
+ * results) so the tests compare the trace with the program's own account. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -465,6 +466,43 @@ static int cmd_wait(void)
 	return 0;
 }
 
+static volatile sig_atomic_t prof_calls, prof_bad;
+
+static void on_prof(int sig)
+{
+	(void)sig;
+	prof_calls++;
+	if (tpc_add((int)(prof_calls & 0xff), 1) != (int)(prof_calls & 0xff) + 1)
+		prof_bad++;
+}
+
+/* sigloop S: for S seconds, tpc_add in a loop while a SIGPROF handler, every 100 us of CPU
+ * time, calls tpc_add too (signals land anywhere, also in tracepad's slots and stubs). */
+static int cmd_sigloop(double seconds)
+{
+	struct sigaction sa = {.sa_handler = on_prof, .sa_flags = SA_RESTART};
+	struct itimerval it = {{0, 100}, {0, 100}};
+	struct timespec t0, t;
+	long calls = 0, bad = 0;
+
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 100; i++, calls++)
+			bad += tpc_add(i, (int)calls & 0xff) != i + ((int)calls & 0xff);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
+	it = (struct itimerval){{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	printf("sigloop calls %ld bad %ld handled %d bad %d\n", calls, bad, (int)prof_calls,
+	       (int)prof_bad);
+	return bad || prof_bad ? 1 : 0;
+}
+
 /* notsc: rdtsc faults from here on (PR_SET_TSC); tpc_add(i, 1) for i < 5. */
 static int cmd_notsc(void)
 {
@@ -522,9 +560,12 @@ int main(int argc, char **argv)
 		return cmd_wait();
 	if (!strcmp(cmd, "notsc"))
 		return cmd_notsc();
+	if (!strcmp(cmd, "sigloop") && argc > 2)
+		return cmd_sigloop(atof(argv[2]));
 	fprintf(stderr,
 		"usage: %s threads [SCALE]|nest|forkexec PROG|longjmp|loop [S]|badexec F|spawn "
-		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork P|wait|notsc\n",
+		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork "
+		"P|wait|notsc|sigloop S\n",
 		argv[0]);
 	return 2;
 }
