@@ -200,9 +200,28 @@ static int resume_unless_running(struct tp_bps *b, pid_t tid, enum tp_resume how
 	return r == -EBUSY ? 0 : r;
 }
 
+static int step_once(struct tp_bps *b, pid_t tid, int *held);
+
 /* Step @tid once and wait for its stop; other tasks' events are deferred.  A signal for
  * @tid is held back into *@held (the step is retried). */
 static int step_one(struct tp_bps *b, pid_t tid, int *held)
+{
+	/* Signals that a step can raise stay as they were (blocking one would turn a fault
+	 * into a kill); the others wait until the step is done: a timer signal every 100 us
+	 * could otherwise come before every attempt at the step. */
+	const uint64_t sync = 1ULL << (SIGSEGV - 1) | 1ULL << (SIGBUS - 1) | 1ULL << (SIGILL - 1) |
+			      1ULL << (SIGFPE - 1) | 1ULL << (SIGTRAP - 1) | 1ULL << (SIGSYS - 1);
+	uint64_t mask;
+	bool masked = !tp_proc_get_sigmask(tid, &mask) && !tp_proc_set_sigmask(tid, mask | ~sync);
+	int r = step_once(b, tid, held);
+
+	if (masked && r != -ESRCH)
+		tp_proc_set_sigmask(tid, mask);
+	return r;
+}
+
+/* One attempt at the step, retried after each signal stop that comes first. */
+static int step_once(struct tp_bps *b, pid_t tid, int *held)
 {
 	struct tp_event ev;
 	int nsig = 0;

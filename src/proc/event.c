@@ -20,6 +20,8 @@ enum { SILENT, REPORT };
 
 int tp_proc_queue_push(struct tp_proc *p, const struct tp_event *ev)
 {
+	struct tp_task *t;
+
 	if (p->qlen == p->qcap) {
 		unsigned ncap = p->qcap ? 2 * p->qcap : 16;
 		struct tp_event *n = malloc(ncap * sizeof(*n));
@@ -35,7 +37,20 @@ int tp_proc_queue_push(struct tp_proc *p, const struct tp_event *ev)
 	}
 	p->queue[(p->qhead + p->qlen) % p->qcap] = *ev;
 	p->qlen++;
+	/* Its stop is the caller's to end now: tp_proc_resume_all() must not restart it
+	 * behind the event's back (the event would then describe a stop that is over). */
+	t = tp_proc_task_find(p, ev->tid);
+	if (t && ev->kind != TP_EV_EXITED)
+		t->held = false;
 	return 0;
+}
+
+bool tp_proc_queued(struct tp_proc *p, pid_t tid)
+{
+	for (unsigned i = 0; i < p->qlen; i++)
+		if (p->queue[(p->qhead + i) % p->qcap].tid == tid)
+			return true;
+	return false;
 }
 
 int tp_proc_requeue(struct tp_proc *p, const struct tp_event *ev)

@@ -68,6 +68,16 @@ int tp_proc_set_pc(pid_t tid, uint64_t pc)
 	return ptrace(PTRACE_POKEUSER, tid, RIP_OFFSET, pc) ? -errno : 0;
 }
 
+int tp_proc_get_sigmask(pid_t tid, uint64_t *mask)
+{
+	return ptrace(PTRACE_GETSIGMASK, tid, sizeof(*mask), mask) ? -errno : 0;
+}
+
+int tp_proc_set_sigmask(pid_t tid, uint64_t mask)
+{
+	return ptrace(PTRACE_SETSIGMASK, tid, sizeof(mask), &mask) ? -errno : 0;
+}
+
 int tp_proc_set_siginfo(pid_t tid, const siginfo_t *si)
 {
 	return ptrace(PTRACE_SETSIGINFO, tid, 0, si) ? -errno : 0;

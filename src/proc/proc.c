@@ -657,7 +657,7 @@ int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out)
 			r = -errno;
 			goto err_detach;
 		}
-		if (t->state == TP_TASK_STOPPED)
+		if (t->state == TP_TASK_STOPPED && !tp_proc_queued(p, t->tid))
 			t->held = true;
 	}
 	*out = p;

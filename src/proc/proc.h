@@ -149,6 +149,9 @@ int tp_proc_get_fpregs(pid_t tid, struct user_fpregs_struct *fp);
 /* Program counter only (one PTRACE_PEEKUSER). */
 int tp_proc_get_pc(pid_t tid, uint64_t *pc);
 int tp_proc_set_pc(pid_t tid, uint64_t pc);
+/* Stopped task @tid's blocked-signal mask (bit sig - 1 per signal). */
+int tp_proc_get_sigmask(pid_t tid, uint64_t *mask);
+int tp_proc_set_sigmask(pid_t tid, uint64_t mask);
 /* The siginfo of the signal a stopped task will get when resumed with that signal. */
 int tp_proc_set_siginfo(pid_t tid, const siginfo_t *si);
 

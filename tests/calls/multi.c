@@ -466,41 +466,65 @@ static int cmd_wait(void)
 	return 0;
 }
 
-static volatile sig_atomic_t prof_calls, prof_bad;
+static atomic_int sig_calls, sig_bad;
+static double sig_for;
 
-static void on_prof(int sig)
+static void on_alarm(int sig)
 {
+	int v = (atomic_fetch_add(&sig_calls, 1) + 1) & 0xff;
+
 	(void)sig;
-	prof_calls++;
-	if (tpc_add((int)(prof_calls & 0xff), 1) != (int)(prof_calls & 0xff) + 1)
-		prof_bad++;
+	if (tpc_add(v, 1) != v + 1)
+		atomic_fetch_add(&sig_bad, 1);
 }
 
-/* sigloop S: for S seconds, tpc_add in a loop while a SIGPROF handler, every 100 us of CPU
- * time, calls tpc_add too (signals land anywhere, also in tracepad's slots and stubs). */
-static int cmd_sigloop(double seconds)
+/* One thread of sigloop: tpc_add in a loop for sig_for seconds; its bad results. */
+static void *sig_worker(void *arg)
 {
-	struct sigaction sa = {.sa_handler = on_prof, .sa_flags = SA_RESTART};
-	struct itimerval it = {{0, 100}, {0, 100}};
+	struct worker *w = arg;
 	struct timespec t0, t;
-	long calls = 0, bad = 0;
 
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 100; i++, w->calls++)
+			w->failures +=
+			    tpc_add(i, (int)w->calls & 0xff) != i + ((int)w->calls & 0xff);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < sig_for);
+	return NULL;
+}
+
+/* sigloop S [N]: for S seconds, N threads (1 by default) call tpc_add in a loop while a
+ * SIGALRM handler, every 100 us, calls it too: signals land anywhere, also in tracepad's
+ * slots, trampoline and stubs, and in several threads at once. */
+static int cmd_sigloop(double seconds, int nthreads)
+{
+	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+	struct itimerval it = {{0, 100}, {0, 100}};
+	struct worker w[8] = {0};
+	long calls = 0, bad = 0;
+	int n = nthreads < 1 ? 1 : nthreads > 8 ? 8 : nthreads;
+
+	sig_for = seconds;
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
+	for (int k = 1; k < n; k++)
+		pthread_create(&w[k].th, NULL, sig_worker, &w[k]);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		for (int i = 0; i < 100; i++, calls++)
-			bad += tpc_add(i, (int)calls & 0xff) != i + ((int)calls & 0xff);
-		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < seconds);
+	sig_worker(&w[0]);
+	for (int k = 1; k < n; k++)
+		pthread_join(w[k].th, NULL);
 	it = (struct itimerval){{0, 0}, {0, 0}};
 	setitimer(ITIMER_REAL, &it, NULL);
-	printf("sigloop calls %ld bad %ld handled %d bad %d\n", calls, bad, (int)prof_calls,
-	       (int)prof_bad);
-	return bad || prof_bad ? 1 : 0;
+	for (int k = 0; k < n; k++) {
+		calls += w[k].calls;
+		bad += w[k].failures;
+	}
+	printf("sigloop calls %ld bad %ld handled %d bad %d\n", calls, bad, atomic_load(&sig_calls),
+	       atomic_load(&sig_bad));
+	return bad || atomic_load(&sig_bad) ? 1 : 0;
 }
 
 /* notsc: rdtsc faults from here on (PR_SET_TSC); tpc_add(i, 1) for i < 5. */
@@ -561,11 +585,11 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "notsc"))
 		return cmd_notsc();
 	if (!strcmp(cmd, "sigloop") && argc > 2)
-		return cmd_sigloop(atof(argv[2]));
+		return cmd_sigloop(atof(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
 	fprintf(stderr,
 		"usage: %s threads [SCALE]|nest|forkexec PROG|longjmp|loop [S]|badexec F|spawn "
 		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork "
-		"P|wait|notsc|sigloop S\n",
+		"P|wait|notsc|sigloop S [N]\n",
 		argv[0]);
 	return 2;
 }

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """tracepad calls with signals landing everywhere: a target calls tpc_add in a loop while a
 SIGALRM handler, every 100 us, calls it too, so signals come inside tracepad's slots, at its
-trampoline and in its return stubs.  Launched: the program's result is right and every call
-is counted (loop calls + handler calls).  Attached and detached 8 times (2 of them with a
-stop at every return): the target survives and its own checks pass."""
+trampoline and in its return stubs.  Launched (1 thread, then 4): the program's results are
+right and every call is counted (loop calls + handler calls).  A 4-thread target attached
+and detached 8 times (2 of them with a stop at every return): it survives and its own
+checks pass."""
 import os
 import re
 import subprocess
@@ -13,11 +14,12 @@ from tpcalls import calls, check, done, func, target
 prog = target("calls-multi")
 
 # ---- launched ----
-for sync in (False, True):
-    what = "launched" + (", a stop at every return" if sync else "")
+for sync, threads in ((False, "1"), (True, "1"), (False, "4"), (True, "4")):
+    what = "launched, %s thread%s" % (threads, "s" if threads != "1" else "") + \
+        (", a stop at every return" if sync else "")
     if sync:
         os.environ["TRACEPAD_CALLS_SYNC"] = "1"
-    r = calls(["-c", "--json", "-e", "libtpcalls:tpc_add"], [prog, "sigloop", "0.5"])
+    r = calls(["-c", "--json", "-e", "libtpcalls:tpc_add"], [prog, "sigloop", "0.5", threads])
     os.environ.pop("TRACEPAD_CALLS_SYNC", None)
     m = re.search(r"^sigloop calls (\d+) bad 0 handled (\d+) bad 0$", r.out, re.M)
     f = func(r.summary(), "tpc_add")
@@ -28,7 +30,7 @@ for sync in (False, True):
           "%r %r" % (m and m.groups(), f))
 
 # ---- attached ----
-p = subprocess.Popen([prog, "sigloop", "8"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+p = subprocess.Popen([prog, "sigloop", "8", "4"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, text=True)
 try:
     first = p.stdout.readline()
