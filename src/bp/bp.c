@@ -67,6 +67,7 @@ struct tp_bps {
 	int64_t errno_tpoff;
 	bool errno_known;
 	bool async_failed; /* no mapping for the stubs: every return stops */
+	bool keep_areas;   /* a thread may still be in a slot, or return to one: never unmap */
 	uint64_t amap;	   /* the stubs' mapping, 0 until needed */
 	unsigned anext;	   /* stubs written so far */
 	uint32_t *afree;   /* slots free again (capacity ASYNC_SLOTS) */
@@ -1458,27 +1459,35 @@ static int drain(struct tp_bps *b)
 int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
 {
 	uint64_t pc;
-	int r, held = 0;
+	int r, steps = 0, held = 0;
 
-	for (int i = 0; i < 8; i++) {
+	for (;;) {
 		r = tp_proc_get_pc(tid, &pc);
-		if (r)
-			return r;
-		if (!i && bps->tramp && pc == bps->tramp)
-			return 2;
-		if (!in_areas(bps, pc) || in_stubs(bps, pc))
+		if (r || !in_areas(bps, pc) || in_stubs(bps, pc))
 			break;
+		if (!steps && bps->tramp && pc == bps->tramp)
+			return 2;
+		if (steps == 8) {
+			r = -EIO;
+			break;
+		}
 		/* The slot's instruction and its jmp back: the task then is where it would
 		 * have been without the slot, and its handler's frame says so. */
 		r = step_one(bps, tid, &held);
 		if (r)
-			return r;
+			break;
+		steps++;
 	}
 	if (held)
 		syscall(SYS_tgkill, bps->pid, tid, held);
 	flush_deferred(bps);
-	if (pc == 0 || (in_areas(bps, pc) && !in_stubs(bps, pc)))
-		return -EIO;
+	if (r && r != -ESRCH) {
+		/* Its handler's frame may hold a slot's address: the slots stay. */
+		bps->keep_areas = true;
+		return r;
+	}
+	if (r || !steps)
+		return r;
 	return tp_proc_set_siginfo(tid, si) ? -EIO : 1;
 }
 
@@ -1546,6 +1555,8 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	n = tp_proc_tasks_of(bps->p, bps->pid, tids, 1024);
 	for (int i = 0; i < n && i < 1024; i++) {
 		r = leave_slot(bps, tids[i]);
+		if (r && r != -ESRCH)
+			bps->keep_areas = true;
 		if (r && r != -ESRCH && !err)
 			err = r;
 	}
@@ -1583,8 +1594,9 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			  bps->aquar[i].ret);
 	bps->naquar = 0;
 	bps->tramp = 0;
-	/* Nothing runs in the areas any more: give the address space back. */
-	for (unsigned i = 0; i < bps->nareas && n > 0; i++) {
+	/* Nothing runs in the areas any more: give the address space back (unless a thread
+	 * could not be moved out of a slot, when it stays, as the stubs' area does). */
+	for (unsigned i = 0; i < bps->nareas && n > 0 && !bps->keep_areas; i++) {
 		r = unmap(bps, tids[0], bps->areas[i].base, AREA_SIZE);
 		if (r && !err)
 			err = r;
