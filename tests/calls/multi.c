@@ -490,16 +490,18 @@ static void *sig_worker(void *arg)
 			w->failures +=
 			    tpc_add(i, (int)w->calls & 0xff) != i + ((int)w->calls & 0xff);
 		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < sig_for);
+	} while ((double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) * 1e-9 < sig_for &&
+		 !atomic_load(&stop));
 	return NULL;
 }
 
-/* sigloop S [N]: for S seconds, N threads (1 by default) call tpc_add in a loop while a
- * SIGALRM handler, every 100 us, calls it too: signals land anywhere, also in tracepad's
- * slots, trampoline and stubs, and in several threads at once. */
+/* sigloop S [N]: for S seconds (or until SIGUSR1), N threads (1 by default) call tpc_add in
+ * a loop while a SIGALRM handler, every 100 us, calls it too: signals land anywhere, also in
+ * tracepad's slots, trampoline and stubs, and in several threads at once. */
 static int cmd_sigloop(double seconds, int nthreads)
 {
 	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
+	struct sigaction usr = {.sa_handler = on_stop};
 	struct itimerval it = {{0, 100}, {0, 100}};
 	struct worker w[8] = {0};
 	long calls = 0, bad = 0;
@@ -508,6 +510,7 @@ static int cmd_sigloop(double seconds, int nthreads)
 	sig_for = seconds;
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	sigaction(SIGALRM, &sa, NULL);
+	sigaction(SIGUSR1, &usr, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
 	for (int k = 1; k < n; k++)
 		pthread_create(&w[k].th, NULL, sig_worker, &w[k]);

@@ -4,9 +4,10 @@ SIGALRM handler, every 100 us, calls it too, so signals come inside tracepad's s
 trampoline and in its return stubs.  Launched (1 thread, then 4): the program's results are
 right and every call is counted (loop calls + handler calls).  A 4-thread target attached
 and detached 8 times (2 of them with a stop at every return): it survives and its own
-checks pass."""
+checks pass (it runs until told to stop: SIGUSR1)."""
 import os
 import re
+import signal
 import subprocess
 
 from tpcalls import calls, check, done, func, target
@@ -30,7 +31,7 @@ for sync, threads in ((False, "1"), (True, "1"), (False, "4"), (True, "4")):
           "%r %r" % (m and m.groups(), f))
 
 # ---- attached ----
-p = subprocess.Popen([prog, "sigloop", "8", "4"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+p = subprocess.Popen([prog, "sigloop", "300", "4"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE, text=True)
 try:
     first = p.stdout.readline()
@@ -43,6 +44,7 @@ try:
         f = func(r.summary(), "tpc_add")
         check(r.rc == 0 and f and f["calls"] > 0 and p.poll() is None,
               "cycle %d: attached, counted calls, detached, the target runs on" % i, r)
+    p.send_signal(signal.SIGUSR1)  # the end of its loops
     out, err = p.communicate(timeout=120)
     m = re.search(r"^sigloop calls \d+ bad 0 handled (\d+) bad 0$", out, re.M)
     check(p.returncode == 0 and m and int(m.group(1)) > 0,
