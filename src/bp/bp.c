@@ -78,8 +78,8 @@ struct tp_bps {
 };
 
 /* The slot of a frame dropped while its stub was still its return address: it could still
- * return through it (a stack switch), so the slot is only reused once the stack no longer
- * holds the stub's address there. */
+ * return through it (a stack switch), so the slot is only reused once its call is done or
+ * the stack holds neither the stub's address nor the real one there (quarantine_sweep()). */
 struct quarantined {
 	uint64_t sp, ret;
 	uint32_t slot;
@@ -685,6 +685,21 @@ static bool in_stubs(const struct tp_bps *b, uint64_t pc)
 	return b->amap && pc >= b->amap && pc < b->amap + ASYNC_CODE;
 }
 
+/* The bookkeeping of the stubs: free list, quarantine, the buffer records are read into. */
+static int async_alloc(struct tp_bps *b)
+{
+	b->afree = malloc(ASYNC_SLOTS * sizeof(*b->afree));
+	b->aquar = malloc(ASYNC_SLOTS * sizeof(*b->aquar));
+	b->rbuf = malloc(REAP_MAX * sizeof(*b->rbuf));
+	return b->afree && b->aquar && b->rbuf ? 0 : -ENOMEM;
+}
+
+/* A stub no frame uses any more. */
+static void slot_put(struct tp_bps *b, uint32_t slot)
+{
+	b->afree[b->nafree++] = slot;
+}
+
 /* Map the stubs' area (code RX, records RW) by injection into stopped task @tid. */
 static int async_map(struct tp_bps *b, pid_t tid)
 {
@@ -693,11 +708,9 @@ static int async_map(struct tp_bps *b, pid_t tid)
 	int64_t ret;
 	int r;
 
-	b->afree = malloc(ASYNC_SLOTS * sizeof(*b->afree));
-	b->aquar = malloc(ASYNC_SLOTS * sizeof(*b->aquar));
-	b->rbuf = malloc(REAP_MAX * sizeof(*b->rbuf));
-	if (!b->afree || !b->aquar || !b->rbuf)
-		return -ENOMEM;
+	r = async_alloc(b);
+	if (r)
+		return r;
 	r = tp_bp_inject_syscall(b, tid, SYS_mmap, args, &ret);
 	if (r)
 		return r;
@@ -765,7 +778,7 @@ static void quarantine_sweep(struct tp_bps *b)
 		 * place of its own but has not set "done" yet. */
 		if (i < n && (done[i] || (words[i] != stub_at(b, b->aquar[i].slot) &&
 					  words[i] != b->aquar[i].ret)))
-			b->afree[b->nafree++] = b->aquar[i].slot;
+			slot_put(b, b->aquar[i].slot);
 		else
 			b->aquar[keep++] = b->aquar[i];
 	}
@@ -787,7 +800,7 @@ static int32_t slot_get(struct tp_bps *b, pid_t tid)
 	if (!b->nafree && b->anext < ASYNC_SLOTS) {
 		/* Fresh stubs: handed out in order, the last written first. */
 		for (unsigned i = 0; i < STUB_CHUNK; i++)
-			b->afree[b->nafree++] = b->anext - 1 - i;
+			slot_put(b, b->anext - 1 - i);
 	}
 	if (!b->nafree)
 		quarantine_sweep(b);
@@ -802,7 +815,7 @@ static void drop_top(struct tp_bps *b, struct shadow *s)
 	if (f->slot < 0 || f->borrowed)
 		return;
 	if (f->unhooked)
-		b->afree[b->nafree++] = (uint32_t)f->slot;
+		slot_put(b, (uint32_t)f->slot);
 	else
 		b->aquar[b->naquar++] = (struct quarantined){f->sp, f->ret, (uint32_t)f->slot};
 }
@@ -885,7 +898,7 @@ static int reap(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, b
 			memcpy(&st.xmm0, rec + TP_RSTUB_XMM0, 8);
 			memcpy(&st.tsc, rec + TP_RSTUB_TSC, 8);
 			memcpy(&st.err, rec + TP_RSTUB_ERRNO, 4);
-			b->afree[b->nafree++] = (uint32_t)f->slot;
+			slot_put(b, (uint32_t)f->slot);
 			st.depth = --s->n;
 			b->ret_fn(b->ret_arg, tid, &st);
 		}
@@ -982,7 +995,7 @@ static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struc
 			head[2] = regs->fs_base + (uint64_t)b->errno_tpoff;
 		r = tp_proc_write_pieces(b->pid, pc, 2);
 		if (r) {
-			b->afree[b->nafree++] = (uint32_t)slot;
+			slot_put(b, (uint32_t)slot);
 			slot = -1;
 		}
 	}
@@ -1200,7 +1213,7 @@ void tp_bp_drop_thread(struct tp_bps *bps, pid_t tid)
 	/* The thread is gone, and with it every way back to its stubs. */
 	for (unsigned i = 0; i < s->n; i++)
 		if (s->f[i].slot >= 0 && !s->f[i].borrowed)
-			bps->afree[bps->nafree++] = (uint32_t)s->f[i].slot;
+			slot_put(bps, (uint32_t)s->f[i].slot);
 	free(s->f);
 	*s = bps->sh[--bps->nsh];
 }
@@ -1337,10 +1350,7 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 	b->errno_known = parent->errno_known;
 	b->async_failed = parent->async_failed;
 	if (parent->amap) {
-		b->afree = malloc(ASYNC_SLOTS * sizeof(*b->afree));
-		b->aquar = malloc(ASYNC_SLOTS * sizeof(*b->aquar));
-		b->rbuf = malloc(REAP_MAX * sizeof(*b->rbuf));
-		if (!b->afree || !b->aquar || !b->rbuf) {
+		if (async_alloc(b)) {
 			tp_bps_free(b);
 			return NULL;
 		}

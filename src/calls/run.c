@@ -706,7 +706,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	s->cur_regs.rip = st.kind == TP_BP_STOP_ENTRY ? st.func : st.ret_addr;
 	if (st.kind == TP_BP_STOP_RETURN) {
 		on_return(s, t, &st, &regs, NULL, now);
-	} else if ((f = tp_calls_func_find(im, st.func))) {
+	} else if (f) { /* the entry's function, found before the hit */
 		switch (f->kind) {
 		case F_EXEC:
 		case F_TRACED:
