@@ -15,7 +15,7 @@
 
 #include "arch/arch.h"
 #include "bp/bp.h"
-#include "common/log.h"
+#include "base/log.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000

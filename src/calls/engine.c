@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "calls/engine.h"
-#include "common/log.h"
+#include "base/log.h"
 
 /* ---- small helpers ---- */
 

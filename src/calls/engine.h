@@ -15,7 +15,7 @@
 #include "calls/proto.h"
 #include "calls/select.h"
 #include "calls/unwind.h"
-#include "common/symbols.h"
+#include "elf/symbols.h"
 #include "proc/proc.h"
 #include "tracepad/plugin.h"
 

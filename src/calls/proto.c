@@ -17,8 +17,8 @@
 
 #include "arch/arch.h"
 #include "calls/proto.h"
-#include "common/log.h"
-#include "common/symbols.h"
+#include "base/log.h"
+#include "elf/symbols.h"
 #include "proc/proc.h"
 
 #define STR_MAX 32     /* characters of a string shown, as strace's default -s */

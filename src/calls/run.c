@@ -13,8 +13,8 @@
 #include <x86intrin.h>
 
 #include "calls/engine.h"
-#include "common/log.h"
-#include "common/text.h"
+#include "base/log.h"
+#include "base/text.h"
 #include "plugins/plugins.h"
 
 #ifndef TRAP_HWBKPT

@@ -8,7 +8,7 @@
 #include <elfutils/libdwfl.h>
 
 #include "calls/unwind.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "proc/proc.h"
 
 #define STACK_PAGE 4096

@@ -21,8 +21,8 @@
 #include "cli/cli.h"
 #include "cli/count.h"
 #include "cli/trace-read.h"
-#include "common/symbols.h"
-#include "common/text.h"
+#include "elf/symbols.h"
+#include "base/text.h"
 #include "proc/proc.h"
 #include "trace/trace.h"
 

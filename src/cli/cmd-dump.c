@@ -8,7 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/trace-read.h"
-#include "common/text.h"
+#include "base/text.h"
 
 static const char usage_text[] =
     "usage: tracepad dump [OPTIONS] DIR\n"

@@ -29,8 +29,8 @@
 #include "arch/arch.h"
 #include "cli/cli.h"
 #include "cli/trace-read.h"
-#include "common/log.h"
-#include "common/symbols.h"
+#include "base/log.h"
+#include "elf/symbols.h"
 #include "proc/proc.h"
 #include "trace/trace.h"
 /* The runtime's record layout and field rules, without registering sites of our own. */

@@ -16,8 +16,8 @@
 
 #include "cli/cli.h"
 #include "cli/count.h"
-#include "common/log.h"
-#include "common/symbols.h"
+#include "base/log.h"
+#include "elf/symbols.h"
 #include "proc/proc.h"
 
 #define NO_PC UINT64_MAX

@@ -12,7 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/count.h"
-#include "common/symbols.h"
+#include "elf/symbols.h"
 #include "proc/proc.h"
 
 int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exec);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "common/log.h"
+#include "base/log.h"
 
 #ifndef TP_AGENT_RELDIR
 #define TP_AGENT_RELDIR "../lib/tracepad"

@@ -16,8 +16,8 @@
 
 #include "cli/cli.h"
 #include "cli/trace-read.h"
-#include "common/symbols.h"
-#include "common/text.h"
+#include "elf/symbols.h"
+#include "base/text.h"
 
 /* ---- opening ---- */
 

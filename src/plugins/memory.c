@@ -13,7 +13,7 @@
 #include <sys/user.h>
 #include <unistd.h>
 
-#include "common/log.h"
+#include "base/log.h"
 
 #define MEM_SELECT                                                                                 \
 	"libc:malloc,libc:calloc,libc:realloc,libc:reallocarray,libc:free,libc:posix_memalign,"    \

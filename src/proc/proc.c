@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/log.h"
+#include "base/log.h"
 
 extern char **environ;
 

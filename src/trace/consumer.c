@@ -2,7 +2,7 @@
  * copies closed packets to stream files while producers run, and at the end writes what
  * was committed in packets left open, even by a producer that was killed. */
 #include "trace/trace-priv.h"
-#include "common/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * Packets reach the files through tp_trace_stream_write, from the tracer's own producers
  * (below) or from the consumer of the shared-memory rings. */
 #include "trace/trace-priv.h"
-#include "common/log.h"
+#include "base/log.h"
 
 #include <errno.h>
 #include <fcntl.h>

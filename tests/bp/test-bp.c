@@ -8,8 +8,8 @@
 #include "../proc/proc-test.h"
 #include "arch/arch.h"
 #include "bp/bp.h"
-#include "common/log.h"
-#include "common/symbols.h"
+#include "base/log.h"
+#include "elf/symbols.h"
 
 static void log_cb(enum tp_log_level level, const char *fmt, va_list ap)
 {

@@ -7,8 +7,8 @@
 #include "../proc/proc-test.h"
 #include "bp/bp.h"
 #include "calls/unwind.h"
-#include "common/log.h"
-#include "common/symbols.h"
+#include "base/log.h"
+#include "elf/symbols.h"
 
 #define MAXF 32
 

@@ -1,7 +1,7 @@
-/* TAP tests of src/common/symbols: ELF probing and lookups at rest (checked against nm and
+/* TAP tests of src/elf/symbols: ELF probing and lookups at rest (checked against nm and
  * objdump), main() of stripped programs, and address resolution in live processes (checked
  * against dl_iterate_phdr, dlsym and what the target program prints about itself). */
-#include "common/symbols.h"
+#include "elf/symbols.h"
 #include "tap.h"
 
 #include <dlfcn.h>

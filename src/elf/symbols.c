@@ -1,9 +1,9 @@
 /* Address -> object:function+offset for a live (or since exited) process: its executable
  * mappings from /proc/PID/maps, each object's symbols loaded from its ELF file on first use
  * and kept sorted for binary search, DWARF lines from libdwfl on request. */
-#include "common/symbols.h"
-#include "common/symbols-priv.h"
-#include "common/log.h"
+#include "elf/symbols.h"
+#include "elf/symbols-priv.h"
+#include "base/log.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* Logging for tracepad's libraries: they never print on their own, they hand messages to a
  * callback that the host (the CLI) installs, as libbpf does. */
-#ifndef TP_COMMON_LOG_H
-#define TP_COMMON_LOG_H
+#ifndef TP_BASE_LOG_H
+#define TP_BASE_LOG_H
 
 #include <stdarg.h>
 

@@ -1,5 +1,5 @@
 /* The log callback shared by tracepad's internal libraries. */
-#include "common/log.h"
+#include "base/log.h"
 
 #include <stddef.h>
 

@@ -2,7 +2,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "common/text.h"
+#include "base/text.h"
 
 /* Length of the valid UTF-8 sequence at @s (at most @n bytes), 0 if there is none. */
 size_t tp_text_utf8_len(const unsigned char *s, size_t n)

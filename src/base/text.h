@@ -1,6 +1,6 @@
 /* Text output shared by the commands: UTF-8 checks and JSON strings. */
-#ifndef TP_COMMON_TEXT_H
-#define TP_COMMON_TEXT_H
+#ifndef TP_BASE_TEXT_H
+#define TP_BASE_TEXT_H
 
 #include <stddef.h>
 #include <stdio.h>

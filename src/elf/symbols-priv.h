@@ -1,7 +1,7 @@
 /* Internals shared by symbols-elf.c (one ELF file at rest) and symbols.c (the per-process
  * table): opening an x86-64 ELF with libelf and walking its defined symbols. */
-#ifndef TP_COMMON_SYMBOLS_PRIV_H
-#define TP_COMMON_SYMBOLS_PRIV_H
+#ifndef TP_ELF_SYMBOLS_PRIV_H
+#define TP_ELF_SYMBOLS_PRIV_H
 
 #include <gelf.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
 /* One ELF file at rest, over libelf: probing, symbols by name (with symbol versions), and
  * main() of a stripped program found by decoding its entry code with the arch decoder. */
-#include "common/symbols.h"
-#include "common/symbols-priv.h"
-#include "common/log.h"
+#include "elf/symbols.h"
+#include "elf/symbols-priv.h"
+#include "base/log.h"
 #include "arch/arch.h"
 
 #include <ctype.h>

@@ -1,7 +1,7 @@
 /* ELF and symbol helpers over elfutils (libelf, libdw): symbols of an ELF file at rest, and
  * address -> object:function+off for a live process from /proc/PID/maps. */
-#ifndef TP_COMMON_SYMBOLS_H
-#define TP_COMMON_SYMBOLS_H
+#ifndef TP_ELF_SYMBOLS_H
+#define TP_ELF_SYMBOLS_H
 
 #include <stdbool.h>
 #include <stdint.h>
