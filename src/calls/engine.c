@@ -377,7 +377,15 @@ static void watch_loader(struct session *s, struct image *im, pid_t tid, struct 
 		return;
 	im->rdebug = rd + o->bias;
 	im->ldso = o;
-	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) == 8 && brk) {
+	/* Before ld.so has run, r_brk is still 0; it will be _dl_debug_state, which ld.so
+	 * exports, so the breakpoint goes there at once.  The watchpoint on r_brk is only for
+	 * a loader that does not export it: some virtual machines never fire debug registers. */
+	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) != 8 || !brk) {
+		brk = 0;
+		if (!tp_elf_lookup(o->path, "_dl_debug_state", &brk, NULL))
+			brk += o->bias;
+	}
+	if (brk) {
 		im->rbrk = brk;
 		tp_calls_func_add(s, im, tid, o, brk, "_dl_debug_state", F_RBRK);
 	} else if (!tp_proc_watch_write(tid, im->rdebug + 16)) {
