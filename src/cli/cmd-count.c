@@ -20,7 +20,7 @@
 
 #include "cli/cli.h"
 #include "cli/count.h"
-#include "cli/trace-read.h"
+#include "trace/read/trace-read.h"
 #include "elf/symbols.h"
 #include "base/text.h"
 #include "proc/proc.h"

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/trace-read.h"
+#include "cli/opts.h"
 #include "base/text.h"
 
 static const char usage_text[] =
@@ -249,7 +249,7 @@ static void put_args(struct export *e, FILE *f, const struct tp_trace_event *ev,
 	for (uint32_t i = 0; i < ev->nr_fields; i++) {
 		const struct tp_trace_field *fld = &ev->fields[i];
 
-		if (tp_cli_field_hidden(ev, i) ||
+		if (tp_trace_field_hidden(ev, i) ||
 		    (skip_func && fld->type == TP_TRACE_STRING && !strcmp(fld->name, "func")))
 			continue;
 		if (any)
@@ -257,18 +257,19 @@ static void put_args(struct export *e, FILE *f, const struct tp_trace_event *ev,
 		any = true;
 		tp_json_str(f, fld->name, strlen(fld->name));
 		fputs(": ", f);
-		if (fld->type == TP_TRACE_INT && tp_cli_is_addr_field(fld->name)) {
+		if (fld->type == TP_TRACE_INT && tp_trace_is_addr_field(fld->name)) {
 			int n = snprintf(sym, sizeof(sym), "0x%" PRIx64 " ", fld->u);
 
-			if (tp_cli_resolve(e->t.syms, fld->u, sym + n, sizeof(sym) - (size_t)n))
+			if (tp_trace_resolve_addr(e->t.syms, fld->u, sym + n,
+						  sizeof(sym) - (size_t)n))
 				sym[n - 1] = 0;
 			tp_json_str(f, sym, strlen(sym));
 		} else if (fld->type == TP_TRACE_INT && fld->base == 16) {
 			fputc('"', f);
-			tp_cli_put_int(f, fld, fld->u);
+			tp_trace_print_int(f, fld, fld->u);
 			fputc('"', f);
 		} else {
-			tp_cli_put_value_json(f, fld);
+			tp_trace_print_json(f, fld);
 		}
 	}
 	fputc('}', f);
@@ -337,7 +338,7 @@ static bool call_name(struct export *e, const struct tp_trace_event *ev, char *b
 	}
 	f = tp_trace_event_field(ev, "addr");
 	if (f && f->type == TP_TRACE_INT) {
-		tp_cli_func_name(e->t.syms, f->u, buf, len);
+		tp_trace_func_name(e->t.syms, f->u, buf, len);
 		return true;
 	}
 	return false;
@@ -448,7 +449,7 @@ static int put_folded(struct export *e)
 			break;
 		}
 		while (depth--) {
-			tp_cli_put_name(m, e->names[path[depth]], true);
+			tp_trace_print_name(m, e->names[path[depth]], true);
 			if (depth)
 				fputc(';', m);
 		}
@@ -584,7 +585,7 @@ int cmd_export(int argc, char **argv)
 	/* Chrome JSON is written as the trace is read; folded stacks only at the end, so that
 	 * a trace without calls leaves no output file behind. */
 	if (e.fmt == FMT_CHROME) {
-		e.out = tp_cli_out_open("export", outfile);
+		e.out = tp_cli_out_open("export", outfile, stdout);
 		if (!e.out) {
 			export_free(&e);
 			return 2;
@@ -599,7 +600,7 @@ int cmd_export(int argc, char **argv)
 				     "%s: no func_entry/func_exit events: no stacks to fold",
 				     e.t.dir);
 			status = 2;
-		} else if (!(e.out = tp_cli_out_open("export", outfile))) {
+		} else if (!(e.out = tp_cli_out_open("export", outfile, stdout))) {
 			status = 2;
 		} else if (put_folded(&e)) {
 			tp_cli_error("export", "out of memory");

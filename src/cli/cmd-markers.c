@@ -28,7 +28,7 @@
 
 #include "arch/arch.h"
 #include "cli/cli.h"
-#include "cli/trace-read.h"
+#include "trace/read/trace-read.h"
 #include "base/log.h"
 #include "elf/symbols.h"
 #include "proc/proc.h"
@@ -858,8 +858,8 @@ static int rec_write_formats(struct recorder *r)
 	FILE *f;
 	int fd, err = 0;
 
-	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", r->dir, TP_CLI_FORMATS_FILE);
-	snprintf(path, sizeof(path), "%s/%s", r->dir, TP_CLI_FORMATS_FILE);
+	snprintf(tmp, sizeof(tmp), "%s/%s.tmp", r->dir, TP_TRACE_FORMATS_FILE);
+	snprintf(path, sizeof(path), "%s/%s", r->dir, TP_TRACE_FORMATS_FILE);
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 || !(f = fdopen(fd, "w"))) {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/trace-read.h"
+#include "cli/opts.h"
 #include "base/text.h"
 
 static const char usage_text[] =
@@ -204,9 +204,9 @@ static void put_text(const struct report *rp, FILE *f)
 {
 	char first[64], last[64], dur[32];
 
-	tp_cli_fmt_time(rp->first, first, sizeof(first));
-	tp_cli_fmt_time(rp->last, last, sizeof(last));
-	tp_cli_fmt_secs(rp->last - rp->first, dur, sizeof(dur));
+	tp_trace_fmt_time(rp->first, first, sizeof(first));
+	tp_trace_fmt_time(rp->last, last, sizeof(last));
+	tp_trace_fmt_secs(rp->last - rp->first, dur, sizeof(dur));
 	fprintf(f,
 		"trace      %s\nstreams    %zu\nevents     %" PRIu64 "\ndiscarded  %" PRIu64 "\n",
 		rp->dir, rp->nr_st, rp->events, rp->discarded);
@@ -218,14 +218,14 @@ static void put_text(const struct report *rp, FILE *f)
 	for (size_t i = 0; i < rp->nr_st; i++) {
 		fprintf(f, "  %6zu  %12" PRIu64 "  %10" PRIu64 "  ", i, rp->st[i].events,
 			rp->st[i].discarded);
-		tp_cli_put_name(f, rp->st[i].file, false);
+		tp_trace_print_name(f, rp->st[i].file, false);
 		fputc('\n', f);
 	}
 	fprintf(f, "\n        count       %%  class\n");
 	for (size_t i = 0; i < rp->nr_cls; i++) {
 		fprintf(f, "  %11" PRIu64 "  %5.1f%%  ", rp->cls[i].count,
 			100.0 * (double)rp->cls[i].count / (double)rp->events);
-		tp_cli_put_name(f, rp->cls[i].name, false);
+		tp_trace_print_name(f, rp->cls[i].name, false);
 		fputc('\n', f);
 	}
 }
@@ -239,9 +239,9 @@ static void put_json(const struct report *rp, FILE *f)
 	fprintf(f, ", \"nr_streams\": %zu, \"events\": %" PRIu64 ", \"discarded\": %" PRIu64,
 		rp->nr_st, rp->events, rp->discarded);
 	if (rp->events) {
-		tp_cli_fmt_time(rp->first, when, sizeof(when));
+		tp_trace_fmt_time(rp->first, when, sizeof(when));
 		fprintf(f, ", \"first_ns\": %" PRIu64 ", \"first\": \"%s\"", rp->first, when);
-		tp_cli_fmt_time(rp->last, when, sizeof(when));
+		tp_trace_fmt_time(rp->last, when, sizeof(when));
 		fprintf(f, ", \"last_ns\": %" PRIu64 ", \"last\": \"%s\"", rp->last, when);
 	} else {
 		fputs(", \"first_ns\": null, \"first\": null, \"last_ns\": null, \"last\": null",
@@ -344,7 +344,7 @@ int cmd_report(int argc, char **argv)
 	rp.nr_cls = n;
 	if (n)
 		qsort(rp.cls, n, sizeof(*rp.cls), cmp_classes);
-	out = tp_cli_out_open("report", outfile);
+	out = tp_cli_out_open("report", outfile, stdout);
 	if (!out) {
 		status = 2;
 		goto out;
