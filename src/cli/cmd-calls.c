@@ -9,6 +9,7 @@
 
 #include "calls/calls.h"
 #include "cli/cli.h"
+#include "cli/opts.h"
 
 static const char usage_text[] =
     "usage: tracepad calls [OPTIONS] -- PROGRAM [ARGS]\n"
@@ -92,7 +93,7 @@ int cmd_calls(int argc, char **argv)
 				if (*end || v < 1 || v > 63) {
 					tp_cli_error("calls", "bad --bt depth '%s' (1 to 63)",
 						     optarg);
-					return 2;
+					goto bad;
 				}
 				o.bt = (int)v;
 			}
@@ -110,19 +111,12 @@ int cmd_calls(int argc, char **argv)
 			plugins = push(plugins, &o.nplugins, optarg);
 			break;
 		case 'p':
-			v = strtol(optarg, &end, 10);
-			if (*end || v <= 0 || v > INT32_MAX) {
-				tp_cli_error("calls", "bad PID '%s'", optarg);
-				return 2;
-			}
-			o.pid = (pid_t)v;
+			if (tp_cli_parse_pid("calls", optarg, &o.pid))
+				goto bad;
 			break;
 		case 'D':
-			o.duration = strtod(optarg, &end);
-			if (*end || !(o.duration > 0)) {
-				tp_cli_error("calls", "bad --duration '%s' (seconds > 0)", optarg);
-				return 2;
-			}
+			if (tp_cli_parse_duration("calls", optarg, &o.duration))
+				goto bad;
 			break;
 		case 'h':
 			fputs(usage_text, stdout);
@@ -131,39 +125,27 @@ int cmd_calls(int argc, char **argv)
 			return 0;
 		default:
 			fputs(usage_text, stderr);
-			free(pats);
-			free(plugins);
-			return 2;
+			goto bad;
 		}
 	}
 	if (!o.pid == (optind >= argc)) {
 		tp_cli_error("calls",
 			     o.pid ? "-p and a program to run exclude each other"
 				   : "no program to run (tracepad calls -- PROGRAM, or -p PID)");
-		free(pats);
-		free(plugins);
-		return 2;
+		goto bad;
 	}
 	if (o.json && !o.summary) {
 		tp_cli_error("calls", "--json goes with -c");
-		free(pats);
-		free(plugins);
-		return 2;
+		goto bad;
 	}
 	if (o.duration > 0 && !o.pid) {
 		tp_cli_error("calls", "--duration goes with -p");
-		free(pats);
-		free(plugins);
-		return 2;
+		goto bad;
 	}
 	if (outpath) {
-		o.out = fopen(outpath, "we");
-		if (!o.out) {
-			tp_cli_error("calls", "cannot write %s: %s", outpath, strerror(errno));
-			free(pats);
-			free(plugins);
-			return 2;
-		}
+		o.out = tp_cli_out_open("calls", outpath, stderr);
+		if (!o.out)
+			goto bad;
 	} else if (!isatty(STDERR_FILENO)) {
 		static char buf[1 << 16];
 
@@ -175,11 +157,13 @@ int cmd_calls(int argc, char **argv)
 	o.stop = &tp_cli_interrupted;
 	tp_cli_catch_signals(o.pid != 0);
 	ret = tp_calls_run(&o);
-	if (outpath && fclose(o.out)) {
-		tp_cli_error("calls", "writing %s: %s", outpath, strerror(errno));
+	if (outpath && tp_cli_out_close("calls", o.out, outpath))
 		ret = ret ? ret : 1;
-	}
 	free(pats);
 	free(plugins);
 	return ret;
+bad:
+	free(pats);
+	free(plugins);
+	return 2;
 }

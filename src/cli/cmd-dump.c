@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/trace-read.h"
+#include "cli/opts.h"
 #include "base/text.h"
 
 static const char usage_text[] =
@@ -39,7 +39,7 @@ struct dump {
  * (cut at the buffer's size). */
 static void marker_text(struct dump *d)
 {
-	int n = tp_cli_marker_text(d->t.formats, d->ev, d->text, sizeof(d->text));
+	int n = tp_trace_marker_text(d->t.formats, d->ev, d->text, sizeof(d->text));
 
 	d->text_len = n < 0 ? -1 : n < (int)sizeof(d->text) ? n : (int)sizeof(d->text) - 1;
 }
@@ -56,25 +56,25 @@ static void dump_text(struct dump *d, const struct tp_trace_event *ev)
 {
 	char when[64], rel[32], sym[512];
 
-	tp_cli_fmt_time(ev->ts, when, sizeof(when));
-	tp_cli_fmt_secs(ev->ts - d->t0, rel, sizeof(rel));
+	tp_trace_fmt_time(ev->ts, when, sizeof(when));
+	tp_trace_fmt_secs(ev->ts - d->t0, rel, sizeof(rel));
 	fprintf(d->out, "%s +%s ", when, rel);
 	if (ev->pid < 0 && ev->tid < 0)
 		fputc('-', d->out);
 	else
 		fprintf(d->out, "%" PRId64 "/%" PRId64, ev->pid, ev->tid);
 	fputc(' ', d->out);
-	tp_cli_put_name(d->out, ev->name, false);
+	tp_trace_print_name(d->out, ev->name, false);
 	for (uint32_t i = 0; i < ev->nr_fields; i++) {
 		const struct tp_trace_field *f = &ev->fields[i];
 
-		if (tp_cli_field_hidden(ev, i))
+		if (tp_trace_field_hidden(ev, i))
 			continue;
 		fputc(' ', d->out);
-		tp_cli_put_name(d->out, f->name, false);
+		tp_trace_print_name(d->out, f->name, false);
 		fputc('=', d->out);
-		if (f->type == TP_TRACE_INT && tp_cli_is_addr_field(f->name)) {
-			if (!tp_cli_resolve(d->t.syms, f->u, sym, sizeof(sym)))
+		if (f->type == TP_TRACE_INT && tp_trace_is_addr_field(f->name)) {
+			if (!tp_trace_resolve_addr(d->t.syms, f->u, sym, sizeof(sym)))
 				fputs(sym, d->out);
 			else
 				fprintf(d->out, "0x%" PRIx64,
@@ -82,12 +82,12 @@ static void dump_text(struct dump *d, const struct tp_trace_event *ev)
 						     : f->u);
 			continue;
 		}
-		tp_cli_put_value(d->out, f);
+		tp_trace_print_value(d->out, f);
 	}
 	marker_text(d);
 	if (d->text_len >= 0) {
 		fputs(" text=", d->out);
-		tp_cli_put_text(d->out, d->text, (size_t)d->text_len);
+		tp_trace_print_text(d->out, d->text, (size_t)d->text_len);
 	}
 	fputc('\n', d->out);
 }
@@ -97,7 +97,7 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 	char when[64], sym[512];
 	bool any = false;
 
-	tp_cli_fmt_time(ev->ts, when, sizeof(when));
+	tp_trace_fmt_time(ev->ts, when, sizeof(when));
 	fprintf(d->out,
 		"{\"time\": \"%s\", \"ts\": %" PRIu64 ", \"rel_ns\": %" PRIu64
 		", \"stream\": %" PRIu32 ", \"pid\": ",
@@ -109,14 +109,14 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 	tp_json_str(d->out, ev->name, strlen(ev->name));
 	fputs(", \"fields\": {", d->out);
 	for (uint32_t i = 0; i < ev->nr_fields; i++) {
-		if (tp_cli_field_hidden(ev, i))
+		if (tp_trace_field_hidden(ev, i))
 			continue;
 		if (any)
 			fputs(", ", d->out);
 		any = true;
 		tp_json_str(d->out, ev->fields[i].name, strlen(ev->fields[i].name));
 		fputs(": ", d->out);
-		tp_cli_put_value_json(d->out, &ev->fields[i]);
+		tp_trace_print_json(d->out, &ev->fields[i]);
 	}
 	fputc('}', d->out);
 	marker_text(d);
@@ -128,8 +128,8 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 	for (uint32_t i = 0; d->t.syms && i < ev->nr_fields; i++) {
 		const struct tp_trace_field *f = &ev->fields[i];
 
-		if (f->type != TP_TRACE_INT || !tp_cli_is_addr_field(f->name) ||
-		    tp_cli_resolve(d->t.syms, f->u, sym, sizeof(sym)))
+		if (f->type != TP_TRACE_INT || !tp_trace_is_addr_field(f->name) ||
+		    tp_trace_resolve_addr(d->t.syms, f->u, sym, sizeof(sym)))
 			continue;
 		fputs(any ? ", " : ", \"symbols\": {", d->out);
 		any = true;
@@ -178,7 +178,7 @@ int cmd_dump(int argc, char **argv)
 	status = tp_cli_trace_open(&d.t, "dump", argv[optind], true);
 	if (status)
 		return status;
-	d.out = tp_cli_out_open("dump", outfile);
+	d.out = tp_cli_out_open("dump", outfile, stdout);
 	if (!d.out) {
 		tp_cli_trace_close(&d.t);
 		return 2;

@@ -14,8 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#include "cli/cli.h"
-#include "cli/count.h"
+#include "count/count-priv.h"
 #include "base/log.h"
 #include "elf/symbols.h"
 #include "proc/proc.h"
@@ -51,7 +50,7 @@ struct dc {
 };
 
 struct engine {
-	struct count_ctx *c;
+	struct tp_count_ctx *c;
 	struct tp_proc *proc;
 	pid_t pid;
 	struct pthread *th;
@@ -153,17 +152,17 @@ static bool in_agent(struct engine *e, uint64_t pc)
 /* The instruction t was resumed at has run: count it. */
 static void count_last(struct engine *e, struct pthread *t)
 {
-	struct count_result *r = e->c->r;
+	struct tp_count_result *r = e->c->r;
 
 	if (t->last_pc == NO_PC)
 		return;
 	t->count++;
 	if (!(++r->total & 0xffff))
-		count_progress(e->c, r->total);
+		tp_count_progress(e->c, r->total);
 	if (t->last_mnem < TP_AGENT_MNEMONICS)
 		r->mnemonic[t->last_mnem]++;
-	if (e->c->o->by >= BY_FUNCTION || !e->synced)
-		addr_hist_add(&r->addrs, t->last_pc, 1);
+	if (e->c->o->by >= TP_COUNT_BY_FUNCTION || !e->synced)
+		tp_count_addrs_add(&r->addrs, t->last_pc, 1);
 	t->last_pc = NO_PC;
 }
 
@@ -365,7 +364,7 @@ static int main_bias(struct engine *e, uint64_t *bias)
  * sync, or at the exec stop of a static program). */
 static int setup_regions(struct engine *e)
 {
-	struct count_ctx *c = e->c;
+	struct tp_count_ctx *c = e->c;
 	uint64_t bias;
 	int err;
 
@@ -405,7 +404,7 @@ static int setup_regions(struct engine *e)
 static int on_sync(struct engine *e, struct pthread *t)
 {
 	const struct tp_map *m;
-	struct count_result *r = e->c->r;
+	struct tp_count_result *r = e->c->r;
 	uint64_t before = 0;
 
 	e->synced = true;
@@ -554,7 +553,7 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 /* The event loop; returns 0 when every task is gone (or, until_sync, at the agent's sync). */
 static int run(struct engine *e)
 {
-	struct count_result *r = e->c->r;
+	struct tp_count_result *r = e->c->r;
 	struct tp_event ev;
 	struct pthread *t, *n;
 	int err = 0;
@@ -584,7 +583,7 @@ static int run(struct engine *e)
 		if (err == -ECHILD)
 			return 0;
 		if (err == -EINTR) {
-			if (tp_cli_interrupted)
+			if (e->c->stop && *e->c->stop)
 				return -EINTR;
 			continue;
 		}
@@ -667,7 +666,7 @@ static int run(struct engine *e)
 			break;
 		case TP_EV_EXIT:
 			/* the last chance to see the program's mappings, for the histogram */
-			if (t->tid == e->pid && e->c->o->by >= BY_FUNCTION)
+			if (t->tid == e->pid && e->c->o->by >= TP_COUNT_BY_FUNCTION)
 				tp_symtab_load_pid(e->c->syms, e->pid);
 			/* an exiting thread ran its exit syscall; one killed did not run on */
 			if (t->last_pc != NO_PC && t->last_kind == TP_INSN_SYSCALL)
@@ -694,10 +693,10 @@ static void collect(struct engine *e)
 {
 	for (size_t i = 0; i < e->cap; i++)
 		if (e->th[i].used && e->th[i].count)
-			count_add_thread(e->c->r, e->th[i].tid, e->th[i].count);
+			tp_count_add_thread(e->c->r, e->th[i].tid, e->th[i].count);
 }
 
-static int engine_init(struct engine *e, struct count_ctx *c)
+static int engine_init(struct engine *e, struct tp_count_ctx *c)
 {
 	memset(e, 0, sizeof(*e));
 	e->c = c;
@@ -729,7 +728,7 @@ static int pin_cpu(void)
 
 /* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
  * and return with the program detached (the trapflag engine goes on). */
-int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exec)
+int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec)
 {
 	char fdenv[64], trenv[64], preload[4096];
 	char *env[4] = {fdenv, preload, NULL, NULL};
@@ -763,7 +762,7 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 	/* a stepping tracer shares its tracee's CPU: each step would wake the other one */
 	l.cpu = step_from_exec || !until_sync ? pin_cpu() : -1;
 	l.opts = TP_PROC_TRACE_EXEC | TP_PROC_TRACE_EXIT;
-	t0 = count_now();
+	t0 = tp_count_now();
 	err = tp_proc_launch(&l, &e.proc);
 	if (err)
 		goto out;
@@ -799,7 +798,7 @@ int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exe
 		sched_setaffinity(0, sizeof(orig), &orig);
 		goto out;
 	}
-	c->r->seconds = count_now() - t0;
+	c->r->seconds = tp_count_now() - t0;
 	collect(&e);
 	if (err == -EINTR) {
 		engine_detach(&e);
@@ -816,17 +815,17 @@ out:
 	return err;
 }
 
-int count_run_ptrace(struct count_ctx *c)
+int tp_count_run_ptrace(struct tp_count_ctx *c)
 {
 	/* the passive agent stops once in its constructor: objects are loaded by then, and
 	 * its own code range is known */
 	if (c->ctl && !c->is_static)
 		c->ctl->flags |= TP_CTL_SYNC | TP_CTL_SYNC2;
-	return count_launch_ptrace(c, false, c->whole);
+	return tp_count_launch_ptrace(c, false, c->whole);
 }
 
 /* -p PID: count a running process until it exits or tracepad is interrupted. */
-int count_attach_ptrace(struct count_ctx *c)
+int tp_count_attach_ptrace(struct tp_count_ctx *c)
 {
 	struct engine e;
 	pid_t tids[4096];
@@ -855,7 +854,7 @@ int count_attach_ptrace(struct count_ctx *c)
 	if (err)
 		goto detach;
 	n = tp_proc_tasks(e.proc, tids, 4096);
-	t0 = count_now();
+	t0 = tp_count_now();
 	for (int i = 0; i < n && i < 4096 && !err; i++) {
 		struct pthread *t = thread_get(&e, tids[i]);
 		struct user_regs_struct regs;
@@ -867,7 +866,7 @@ int count_attach_ptrace(struct count_ctx *c)
 	}
 	if (!err)
 		err = run(&e);
-	c->r->seconds = count_now() - t0;
+	c->r->seconds = tp_count_now() - t0;
 	collect(&e);
 	if (!err) {
 		tp_proc_free(e.proc);

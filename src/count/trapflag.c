@@ -10,18 +10,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/count.h"
+#include "count/count-priv.h"
 #include "elf/symbols.h"
 #include "proc/proc.h"
 
-int count_launch_ptrace(struct count_ctx *c, bool until_sync, bool step_from_exec);
-
 /* Fold what the agent counted into the result; nothing it wrote is trusted blindly. */
-static void collect(struct count_ctx *c, pid_t pid)
+static void collect(struct tp_count_ctx *c, pid_t pid)
 {
 	struct tp_agent_ctl *ctl = c->ctl;
-	struct count_result *r = c->r;
+	struct tp_count_result *r = c->r;
 	uint32_t n = ctl->nthreads;
 	struct tp_agent_thread *th = (void *)((char *)ctl + ctl->threads_off);
 	uint32_t maps = ctl->nmaps;
@@ -33,7 +30,7 @@ static void collect(struct count_ctx *c, pid_t pid)
 
 		if (!cnt)
 			continue;
-		count_add_thread(r, th[i].tid, cnt);
+		tp_count_add_thread(r, th[i].tid, cnt);
 		r->total += cnt;
 		for (int m = 0; m < TP_AGENT_MNEMONICS; m++)
 			r->mnemonic[m] += th[i].mnemonic[m];
@@ -49,7 +46,7 @@ static void collect(struct count_ctx *c, pid_t pid)
 
 		for (uint64_t i = 0; i < ctl->addr_slots; i++)
 			if (a[i].pc && a[i].count)
-				addr_hist_add(&r->addrs, a[i].pc, a[i].count);
+				tp_count_addrs_add(&r->addrs, a[i].pc, a[i].count);
 	}
 	if (maps > ctl->max_maps)
 		maps = ctl->max_maps;
@@ -63,7 +60,7 @@ static void collect(struct count_ctx *c, pid_t pid)
 }
 
 /* What the agent has counted so far (a running total for the progress line). */
-static uint64_t agent_total(struct count_ctx *c)
+static uint64_t agent_total(struct tp_count_ctx *c)
 {
 	struct tp_agent_ctl *ctl = c->ctl;
 	struct tp_agent_thread *th = (void *)((char *)ctl + ctl->threads_off);
@@ -77,18 +74,18 @@ static uint64_t agent_total(struct count_ctx *c)
 	return total;
 }
 
-int count_run_trapflag(struct count_ctx *c)
+int tp_count_run_trapflag(struct tp_count_ctx *c)
 {
-	struct count_result *r = c->r;
+	struct tp_count_result *r = c->r;
 	pid_t pid;
-	double t0 = count_now();
+	double t0 = tp_count_now();
 	int st, err;
 
 	if (c->is_static) {
-		tp_cli_error("count",
-			     "%s is statically linked: the trapflag engine needs the "
-			     "agent preloaded; use --engine ptrace",
-			     c->path);
+		snprintf(c->error, sizeof(c->error),
+			 "%s is statically linked: the trapflag engine needs the agent preloaded; "
+			 "use --engine ptrace",
+			 c->path);
 		return -EINVAL;
 	}
 	c->ctl->mode = TP_AGENT_COUNT;
@@ -96,12 +93,12 @@ int count_run_trapflag(struct count_ctx *c)
 		c->ctl->flags |= TP_CTL_SYNC;
 	/* with SYNC, the start-up is stepped by ptrace until the agent's int3; otherwise the
 	 * program is let go at its first instruction */
-	err = count_launch_ptrace(c, true, c->whole && !c->o->no_startup);
+	err = tp_count_launch_ptrace(c, true, c->whole && !c->o->no_startup);
 	if (err)
 		return err;
 	pid = c->pid;
 	if (c->whole && !c->o->no_startup && !r->have_startup) {
-		tp_cli_error("count", "the agent did not start in %s", c->path);
+		snprintf(c->error, sizeof(c->error), "the agent did not start in %s", c->path);
 		return -EIO;
 	}
 	/* with --trace, the agent's rings are drained while the program runs */
@@ -117,7 +114,7 @@ int count_run_trapflag(struct count_ctx *c)
 		if (!w) {
 			if (c->cons)
 				tp_trace_consumer_poll(c->cons);
-			count_progress(c, agent_total(c));
+			tp_count_progress(c, agent_total(c));
 			usleep(20000);
 		}
 	}
@@ -129,7 +126,7 @@ int count_run_trapflag(struct count_ctx *c)
 	}
 	r->wait_status = st;
 	r->exited = true;
-	r->seconds = count_now() - t0;
+	r->seconds = tp_count_now() - t0;
 	if (c->ctl->state & TP_AGENT_ST_ERROR) {
 		c->ctl->error[sizeof(c->ctl->error) - 1] = 0;
 		snprintf(r->warning, sizeof(r->warning), "the agent stopped: %s", c->ctl->error);

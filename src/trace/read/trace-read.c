@@ -1,6 +1,6 @@
-/* What the trace readers of the CLI share: opening a trace with one-line errors, loading the
- * trace's .maps file into a symbol table, and printing timestamps and field values.  Traces
- * are untrusted input: everything here copes with any value the reader hands out. */
+/* What the trace readers share: loading a trace's .maps file into a symbol table and its
+ * .formats file, and printing timestamps and field values.  Traces are untrusted input:
+ * everything here copes with any value the reader hands out. */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -14,107 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "cli/trace-read.h"
+#include "trace/read/trace-read.h"
 #include "elf/symbols.h"
 #include "base/text.h"
-
-/* ---- opening ---- */
-
-/* A trace that fails to read because of a file named "maps" most likely got it from a
- * producer that did not know the name must be hidden from CTF readers. */
-static const char *maps_hint(const char *dir)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "%s/maps", dir);
-	if (!lstat(path, &st) && S_ISREG(st.st_mode))
-		return " (the file 'maps' is taken for a stream: name it " TP_CLI_MAPS_FILE ")";
-	return "";
-}
-
-int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, bool want_maps)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	int err;
-
-	memset(t, 0, sizeof(*t));
-	t->cmd = cmd;
-	t->dir = dir;
-	if (stat(dir, &st)) {
-		tp_cli_error(cmd, "%s: %s", dir, strerror(errno));
-		return 2;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		tp_cli_error(cmd, "%s: not a trace (a trace is a directory)", dir);
-		return 2;
-	}
-	snprintf(path, sizeof(path), "%s/metadata", dir);
-	if (lstat(path, &st) && errno == ENOENT) {
-		tp_cli_error(cmd, "%s: not a trace (no metadata file)", dir);
-		return 2;
-	}
-	err = tp_trace_reader_open(dir, &t->r);
-	switch (err) {
-	case 0:
-		break;
-	case -ENOMEM:
-		tp_cli_error(cmd, "%s: out of memory", dir);
-		return 1;
-	case -EACCES:
-	case -EPERM:
-	case -ELOOP:
-	case -EMFILE:
-	case -ENFILE:
-		tp_cli_error(cmd, "%s: %s", dir, strerror(-err));
-		return 2;
-	case -ENOTSUP:
-		tp_cli_error(cmd, "%s: the metadata uses CTF features this reader does not support",
-			     dir);
-		return 2;
-	case -E2BIG:
-		tp_cli_error(cmd, "%s: too many stream files", dir);
-		return 2;
-	default:
-		tp_cli_error(cmd, "%s: not a readable trace: malformed metadata (%s)", dir,
-			     strerror(-err));
-		return 2;
-	}
-	if (want_maps) {
-		snprintf(path, sizeof(path), "%s/%s", dir, TP_CLI_MAPS_FILE);
-		t->syms = tp_cli_maps_load(cmd, path);
-	}
-	snprintf(path, sizeof(path), "%s/%s", dir, TP_CLI_FORMATS_FILE);
-	t->formats = tp_cli_formats_load(cmd, path);
-	return 0;
-}
-
-int tp_cli_trace_next(struct tp_cli_trace *t, const struct tp_trace_event **ev)
-{
-	int err = tp_trace_reader_next(t->r, ev);
-
-	if (err > 0) {
-		t->nr_events++;
-		return 1;
-	}
-	if (!err)
-		return 0;
-	tp_cli_error(t->cmd, "%s: corrupt trace after %" PRIu64 " events: %s%s", t->dir,
-		     t->nr_events, strerror(-err), maps_hint(t->dir));
-	return -1;
-}
-
-void tp_cli_trace_close(struct tp_cli_trace *t)
-{
-	tp_trace_reader_close(t->r);
-	tp_symtab_free(t->syms);
-	tp_cli_formats_free(t->formats);
-	t->r = NULL;
-	t->syms = NULL;
-	t->formats = NULL;
-}
 
 /* ---- the maps file ---- */
 
@@ -149,7 +51,7 @@ static int parse_map_line(char *line, uint64_t *start, uint64_t *end, uint64_t *
 	return 0;
 }
 
-struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path)
+struct tp_symtab *tp_trace_maps_load(const char *path, struct tp_trace_bad_lines *bad_lines)
 {
 	struct tp_symtab *syms = NULL;
 	char *line = NULL;
@@ -160,6 +62,7 @@ struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path)
 	FILE *f;
 	int fd;
 
+	*bad_lines = (struct tp_trace_bad_lines){0};
 	/* Not a FIFO or a device (a trace is untrusted: opening must not block). */
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
@@ -200,9 +103,8 @@ struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path)
 	}
 	free(line);
 	fclose(f);
-	if (bad)
-		tp_cli_error(cmd, "warning: %s:%lu: %lu malformed line%s ignored", path, first_bad,
-			     bad, bad > 1 ? "s" : "");
+	bad_lines->count = bad;
+	bad_lines->first = first_bad;
 	if (!added) {
 		tp_symtab_free(syms);
 		return NULL;
@@ -214,16 +116,16 @@ struct tp_symtab *tp_cli_maps_load(const char *cmd, const char *path)
 
 #define MAX_FORMAT_ID (1u << 16)
 
-struct tp_cli_format {
+struct fmt_entry {
 	char *cls, *types, *fmt;
 };
 
-struct tp_cli_formats {
-	struct tp_cli_format *v; /* by id */
+struct tp_trace_formats {
+	struct fmt_entry *v; /* by id */
 	uint32_t n;
 };
 
-void tp_cli_formats_free(struct tp_cli_formats *f)
+void tp_trace_formats_free(struct tp_trace_formats *f)
 {
 	if (!f)
 		return;
@@ -236,7 +138,7 @@ void tp_cli_formats_free(struct tp_cli_formats *f)
 	free(f);
 }
 
-/* Undo the escapes of the writer (cmd-markers.c) in place; false on a bad escape. */
+/* Undo the escapes of the writer (src/markers, tracer side) in place; false on a bad escape. */
 static bool unescape(char *s)
 {
 	char *o = s;
@@ -291,9 +193,10 @@ static int parse_format_line(char *line, uint32_t *id, char **cls, char **types,
 	return 0;
 }
 
-struct tp_cli_formats *tp_cli_formats_load(const char *cmd, const char *path)
+struct tp_trace_formats *tp_trace_formats_load(const char *path,
+					       struct tp_trace_bad_lines *bad_lines)
 {
-	struct tp_cli_formats *fs = NULL;
+	struct tp_trace_formats *fs = NULL;
 	unsigned long lineno = 0, bad = 0, first_bad = 0;
 	char *line = NULL;
 	size_t cap = 0;
@@ -302,6 +205,7 @@ struct tp_cli_formats *tp_cli_formats_load(const char *cmd, const char *path)
 	FILE *f;
 	int fd;
 
+	*bad_lines = (struct tp_trace_bad_lines){0};
 	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
@@ -328,7 +232,7 @@ struct tp_cli_formats *tp_cli_formats_load(const char *cmd, const char *path)
 			continue;
 		if (id >= fs->n) {
 			uint32_t n = id + 1 > fs->n * 2 ? id + 1 : fs->n * 2;
-			struct tp_cli_format *v = realloc(fs->v, n * sizeof(*v));
+			struct fmt_entry *v = realloc(fs->v, n * sizeof(*v));
 
 			if (!v)
 				break;
@@ -342,22 +246,21 @@ struct tp_cli_formats *tp_cli_formats_load(const char *cmd, const char *path)
 	}
 	free(line);
 	fclose(f);
-	if (bad)
-		tp_cli_error(cmd, "warning: %s:%lu: %lu malformed line%s ignored", path, first_bad,
-			     bad, bad > 1 ? "s" : "");
+	bad_lines->count = bad;
+	bad_lines->first = first_bad;
 	if (fs && !fs->n) {
-		tp_cli_formats_free(fs);
+		tp_trace_formats_free(fs);
 		fs = NULL;
 	}
 	return fs;
 }
 
-int tp_cli_marker_text(const struct tp_cli_formats *fs, const struct tp_trace_event *ev, char *buf,
-		       size_t len)
+int tp_trace_marker_text(const struct tp_trace_formats *fs, const struct tp_trace_event *ev,
+			 char *buf, size_t len)
 {
 	const struct tp_trace_field *id = tp_trace_event_field(ev, "fmt");
 	union tp_trace_value args[8];
-	const struct tp_cli_format *m;
+	const struct fmt_entry *m;
 	size_t n;
 
 	if (!fs || !id || id->type != TP_TRACE_INT || id->u >= fs->n)
@@ -386,7 +289,7 @@ int tp_cli_marker_text(const struct tp_cli_formats *fs, const struct tp_trace_ev
 	return r < 0 ? -ENOENT : r;
 }
 
-bool tp_cli_is_addr_field(const char *name)
+bool tp_trace_is_addr_field(const char *name)
 {
 	size_t n = strlen(name);
 
@@ -401,7 +304,7 @@ static const char *base_name(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
-int tp_cli_resolve(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
+int tp_trace_resolve_addr(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
 {
 	struct tp_symloc loc;
 
@@ -415,7 +318,7 @@ int tp_cli_resolve(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
 	return 0;
 }
 
-void tp_cli_func_name(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
+void tp_trace_func_name(struct tp_symtab *syms, uint64_t addr, char *buf, size_t len)
 {
 	struct tp_symloc loc;
 
@@ -431,7 +334,7 @@ void tp_cli_func_name(struct tp_symtab *syms, uint64_t addr, char *buf, size_t l
 
 /* ---- text ---- */
 
-void tp_cli_fmt_time(uint64_t ns, char *buf, size_t len)
+void tp_trace_fmt_time(uint64_t ns, char *buf, size_t len)
 {
 	/* Events come in time order: most share the second of the one before. */
 	static time_t last_secs = (time_t)-1;
@@ -448,12 +351,12 @@ void tp_cli_fmt_time(uint64_t ns, char *buf, size_t len)
 	snprintf(buf, len, "%s.%09u", last, (unsigned int)(ns % 1000000000u));
 }
 
-void tp_cli_fmt_secs(uint64_t ns, char *buf, size_t len)
+void tp_trace_fmt_secs(uint64_t ns, char *buf, size_t len)
 {
 	snprintf(buf, len, "%" PRIu64 ".%09u", ns / 1000000000u, (unsigned int)(ns % 1000000000u));
 }
 
-bool tp_cli_field_hidden(const struct tp_trace_event *ev, uint32_t i)
+bool tp_trace_field_hidden(const struct tp_trace_event *ev, uint32_t i)
 {
 	const struct tp_trace_field *f = &ev->fields[i], *next;
 	size_t n = strlen(f->name);
@@ -471,7 +374,7 @@ static uint64_t field_bits(const struct tp_trace_field *f, uint64_t v)
 	return f->bits && f->bits < 64 ? v & ((UINT64_C(1) << f->bits) - 1) : v;
 }
 
-void tp_cli_put_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
+void tp_trace_print_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
 {
 	if (fld->base == 16)
 		fprintf(f, "0x%" PRIx64, field_bits(fld, v));
@@ -481,7 +384,7 @@ void tp_cli_put_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
 		fprintf(f, "%" PRIu64, v);
 }
 
-void tp_cli_put_float(FILE *f, double v)
+void tp_trace_print_float(FILE *f, double v)
 {
 	char buf[48];
 	int prec = 1, e;
@@ -501,12 +404,12 @@ void tp_cli_put_float(FILE *f, double v)
 	fputs(buf, f);
 }
 
-void tp_cli_put_text(FILE *f, const char *s, size_t len)
+void tp_trace_print_text(FILE *f, const char *s, size_t len)
 {
 	tp_text_str(f, s, len);
 }
 
-void tp_cli_put_name(FILE *f, const char *str, bool folded)
+void tp_trace_print_name(FILE *f, const char *str, bool folded)
 {
 	const unsigned char *s = (const unsigned char *)str;
 	size_t n = strlen(str);
@@ -535,14 +438,14 @@ void tp_cli_put_name(FILE *f, const char *str, bool folded)
 	}
 }
 
-void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
+void tp_trace_print_value(FILE *f, const struct tp_trace_field *fld)
 {
 	switch (fld->type) {
 	case TP_TRACE_INT:
-		tp_cli_put_int(f, fld, fld->u);
+		tp_trace_print_int(f, fld, fld->u);
 		break;
 	case TP_TRACE_FLOAT:
-		tp_cli_put_float(f, fld->d);
+		tp_trace_print_float(f, fld->d);
 		break;
 	case TP_TRACE_STRING:
 		tp_text_str(f, fld->str, fld->count);
@@ -559,7 +462,7 @@ void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
 		for (uint32_t i = 0; i < fld->count; i++) {
 			if (i)
 				fputs(", ", f);
-			tp_cli_put_int(f, fld, tp_trace_field_elem(fld, i));
+			tp_trace_print_int(f, fld, tp_trace_field_elem(fld, i));
 		}
 		fputc(']', f);
 		break;
@@ -576,7 +479,7 @@ static void put_json_int(FILE *f, const struct tp_trace_field *fld, uint64_t v)
 		fprintf(f, "%" PRIu64, field_bits(fld, v));
 }
 
-void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
+void tp_trace_print_json(FILE *f, const struct tp_trace_field *fld)
 {
 	switch (fld->type) {
 	case TP_TRACE_INT:
@@ -585,7 +488,7 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
 	case TP_TRACE_FLOAT:
 		/* JSON has no NaN or infinity. */
 		if (isfinite(fld->d))
-			tp_cli_put_float(f, fld->d);
+			tp_trace_print_float(f, fld->d);
 		else
 			fputs("null", f);
 		break;
@@ -609,34 +512,4 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
 		fputc(']', f);
 		break;
 	}
-}
-
-/* ---- output ---- */
-
-FILE *tp_cli_out_open(const char *cmd, const char *path)
-{
-	FILE *f;
-
-	if (!path || !strcmp(path, "-"))
-		return stdout;
-	f = fopen(path, "we");
-	if (!f)
-		tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
-	return f;
-}
-
-int tp_cli_out_close(const char *cmd, FILE *f, const char *path)
-{
-	int err = 0;
-
-	errno = 0;
-	if (fflush(f) || ferror(f))
-		err = errno ? errno : EIO;
-	if (f != stdout && fclose(f) && !err)
-		err = errno ? errno : EIO;
-	if (!err)
-		return 0;
-	tp_cli_error(cmd, "%s: write error: %s", path && strcmp(path, "-") ? path : "stdout",
-		     strerror(err));
-	return 1;
 }

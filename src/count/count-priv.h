@@ -1,0 +1,22 @@
+/* Shared by the files of src/count: the engines' helpers that fill the results. */
+#ifndef TP_COUNT_PRIV_H
+#define TP_COUNT_PRIV_H
+
+#include "count/count.h"
+
+/* Seconds on the monotonic clock. */
+double tp_count_now(void);
+/* Hand the running total to the progress callback, at most twice a second. */
+void tp_count_progress(struct tp_count_ctx *c, uint64_t total);
+void tp_count_progress_end(struct tp_count_ctx *c);
+void tp_count_add_thread(struct tp_count_result *r, pid_t tid, uint64_t n);
+void tp_count_addrs_add(struct tp_count_addrs *h, uint64_t pc, uint64_t n);
+
+int tp_count_run_ptrace(struct tp_count_ctx *c);
+int tp_count_run_trapflag(struct tp_count_ctx *c);
+int tp_count_attach_ptrace(struct tp_count_ctx *c);
+/* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
+ * and return with the program detached (the trapflag engine goes on). */
+int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec);
+
+#endif

@@ -1,0 +1,494 @@
+/* The results of `tracepad count`: per-thread counts, the address table the engines fill,
+ * the histogram built from it (mnemonics, or addresses resolved to functions and objects),
+ * and the report as text, as JSON, or as events of a CTF trace (--trace). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "base/text.h"
+#include "count/count-priv.h"
+#include "elf/symbols.h"
+#include "trace/trace.h"
+
+static const char *const by_names[] = {"", "mnemonic", "function", "object", "address"};
+
+/* ---- results ---- */
+
+double tp_count_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void tp_count_progress(struct tp_count_ctx *c, uint64_t total)
+{
+	double t = tp_count_now();
+
+	if (!c->progress || t - c->last_progress < 0.5)
+		return;
+	c->last_progress = t;
+	c->progress(total, t > c->t_start ? (double)total / (t - c->t_start) : 0.0, false);
+}
+
+void tp_count_progress_end(struct tp_count_ctx *c)
+{
+	if (c->progress && c->last_progress > c->t_start)
+		c->progress(0, 0.0, true);
+}
+
+void tp_count_add_thread(struct tp_count_result *r, pid_t tid, uint64_t n)
+{
+	for (int i = 0; i < r->nthreads; i++) {
+		if (r->threads[i].tid == tid) {
+			r->threads[i].count += n;
+			return;
+		}
+	}
+	if (r->nthreads == r->cap_threads) {
+		int ncap = r->cap_threads ? r->cap_threads * 2 : 16;
+		struct tp_count_thread *t = realloc(r->threads, (size_t)ncap * sizeof(*t));
+
+		if (!t)
+			return;
+		r->threads = t;
+		r->cap_threads = ncap;
+	}
+	r->threads[r->nthreads].tid = tid;
+	r->threads[r->nthreads].count = n;
+	r->nthreads++;
+}
+
+static void addr_hist_grow(struct tp_count_addrs *h)
+{
+	size_t ncap = h->cap ? h->cap * 2 : 4096;
+	uint64_t *pc = calloc(ncap, sizeof(*pc)), *cnt = calloc(ncap, sizeof(*cnt));
+
+	if (!pc || !cnt) {
+		free(pc);
+		free(cnt);
+		return;
+	}
+	for (size_t i = 0; i < h->cap; i++) {
+		size_t j;
+
+		if (!h->pc[i])
+			continue;
+		j = (size_t)((h->pc[i] * 0x9e3779b97f4a7c15ull) >> 20) & (ncap - 1);
+		while (pc[j])
+			j = (j + 1) & (ncap - 1);
+		pc[j] = h->pc[i];
+		cnt[j] = h->count[i];
+	}
+	free(h->pc);
+	free(h->count);
+	h->pc = pc;
+	h->count = cnt;
+	h->cap = ncap;
+}
+
+void tp_count_addrs_add(struct tp_count_addrs *h, uint64_t pc, uint64_t n)
+{
+	size_t j;
+
+	if (!pc)
+		return;
+	if ((h->n + 1) * 2 > h->cap)
+		addr_hist_grow(h);
+	if (!h->cap)
+		return;
+	j = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (h->cap - 1);
+	while (h->pc[j] && h->pc[j] != pc)
+		j = (j + 1) & (h->cap - 1);
+	if (!h->pc[j]) {
+		h->pc[j] = pc;
+		h->n++;
+	}
+	h->count[j] += n;
+}
+
+/* ---- the histogram: key -> count, built from mnemonics or resolved addresses ---- */
+
+struct hentry {
+	char *key;
+	uint64_t count;
+};
+
+struct hist {
+	struct hentry *e;
+	size_t n, cap;
+};
+
+static void hist_add(struct hist *h, const char *key, uint64_t n)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		if (!strcmp(h->e[i].key, key)) {
+			h->e[i].count += n;
+			return;
+		}
+	}
+	if (h->n == h->cap) {
+		size_t ncap = h->cap ? h->cap * 2 : 256;
+		struct hentry *e = realloc(h->e, ncap * sizeof(*e));
+
+		if (!e)
+			return;
+		h->e = e;
+		h->cap = ncap;
+	}
+	h->e[h->n].key = strdup(key);
+	h->e[h->n].count = n;
+	if (h->e[h->n].key)
+		h->n++;
+}
+
+static int hentry_cmp(const void *a, const void *b)
+{
+	const struct hentry *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? 1 : -1;
+	return strcmp(x->key, y->key);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+
+	return s ? s + 1 : path;
+}
+
+static void addr_key(struct tp_count_ctx *c, uint64_t pc, enum tp_count_by by, char *key,
+		     size_t len)
+{
+	struct tp_symloc loc;
+
+	if (tp_symtab_lookup(c->syms, pc, false, &loc)) {
+		if (by == TP_COUNT_BY_ADDRESS)
+			snprintf(key, len, "%#llx", (unsigned long long)pc);
+		else
+			snprintf(key, len, "?");
+		return;
+	}
+	switch (by) {
+	case TP_COUNT_BY_OBJECT:
+		snprintf(key, len, "%s", base_name(loc.object));
+		break;
+	case TP_COUNT_BY_FUNCTION:
+		if (loc.function)
+			snprintf(key, len, "%s:%s", base_name(loc.object), loc.function);
+		else
+			snprintf(key, len, "%s:?", base_name(loc.object));
+		break;
+	default:
+		if (loc.function)
+			snprintf(key, len, "%#llx %s:%s+%#llx", (unsigned long long)pc,
+				 base_name(loc.object), loc.function,
+				 (unsigned long long)loc.offset);
+		else
+			snprintf(key, len, "%#llx %s+%#llx", (unsigned long long)pc,
+				 base_name(loc.object), (unsigned long long)loc.offset);
+		break;
+	}
+}
+
+static void build_hist(struct tp_count_ctx *c, struct hist *h)
+{
+	struct tp_count_result *r = c->r;
+	char key[512];
+
+	if (c->o->by == TP_COUNT_BY_MNEMONIC) {
+		for (unsigned m = 0; m < TP_AGENT_MNEMONICS; m++)
+			if (r->mnemonic[m])
+				hist_add(h, tp_arch_mnemonic_name(m), r->mnemonic[m]);
+	} else {
+		for (size_t i = 0; i < r->addrs.cap; i++) {
+			if (!r->addrs.pc[i] || !r->addrs.count[i])
+				continue;
+			addr_key(c, r->addrs.pc[i], c->o->by, key, sizeof(key));
+			hist_add(h, key, r->addrs.count[i]);
+		}
+	}
+	qsort(h->e, h->n, sizeof(*h->e), hentry_cmp);
+}
+
+/* ---- report ---- */
+
+static void jstr(FILE *f, const char *s)
+{
+	tp_json_str(f, s, strlen(s));
+}
+
+static void where(struct tp_count_ctx *c, uint64_t pc, char *buf, size_t len)
+{
+	struct tp_symloc loc;
+
+	if (!tp_symtab_lookup(c->syms, pc, false, &loc) && loc.function)
+		snprintf(buf, len, "%s:%s+%#llx", base_name(loc.object), loc.function,
+			 (unsigned long long)loc.offset);
+	else if (!tp_symtab_lookup(c->syms, pc, false, &loc))
+		snprintf(buf, len, "%s+%#llx", base_name(loc.object),
+			 (unsigned long long)loc.offset);
+	else
+		snprintf(buf, len, "%#llx", (unsigned long long)pc);
+}
+
+static void report_json(struct tp_count_ctx *c, FILE *f, struct hist *h, const char *engine)
+{
+	struct tp_count_result *r = c->r;
+	size_t shown = h->n;
+	char ctl_at[256];
+
+	fprintf(f, "{\"engine\": \"%s\", \"program\": ", engine);
+	jstr(f, c->path ? c->path : "");
+	fprintf(f, ", \"pid\": %d, \"instructions\": %llu, \"threads\": [", (int)c->pid,
+		(unsigned long long)r->total);
+	for (int i = 0; i < r->nthreads; i++)
+		fprintf(f, "%s{\"tid\": %d, \"instructions\": %llu}", i ? ", " : "",
+			(int)r->threads[i].tid, (unsigned long long)r->threads[i].count);
+	fprintf(f, "], \"seconds\": %.6f, \"instructions_per_second\": %.1f", r->seconds,
+		r->seconds > 0 ? (double)r->total / r->seconds : 0.0);
+	if (c->o->start) {
+		fprintf(f, ", \"region\": {\"start\": ");
+		jstr(f, c->o->start);
+		fprintf(f, ", \"stop\": ");
+		if (c->o->stop)
+			jstr(f, c->o->stop);
+		else
+			fputs("null", f);
+		fputs("}", f);
+	} else if (c->api) {
+		fputs(", \"region\": {\"start\": \"tp_step_begin\", \"stop\": \"tp_step_end\"}", f);
+	} else {
+		fputs(", \"region\": null", f);
+	}
+	if (r->have_startup) {
+		where(c, r->control_pc, ctl_at, sizeof(ctl_at));
+		fprintf(f, ", \"startup\": {\"instructions\": %llu, \"where\": ",
+			(unsigned long long)r->startup);
+		jstr(f, ctl_at);
+		fputs(", \"counted_by\": \"ptrace\"}", f);
+	} else {
+		fputs(", \"startup\": null", f);
+	}
+	fputs(", \"start\": ", f);
+	jstr(f, r->start_note);
+	if (r->detached)
+		fputs(", \"exit\": null", f);
+	else if (WIFSIGNALED(r->wait_status))
+		fprintf(f, ", \"exit\": {\"signal\": %d}", WTERMSIG(r->wait_status));
+	else
+		fprintf(f, ", \"exit\": {\"status\": %d}", WEXITSTATUS(r->wait_status));
+	fprintf(f, ", \"exec\": %s, \"forked\": %s", r->exec_seen ? "true" : "false",
+		r->forked ? "true" : "false");
+	if (r->warning[0]) {
+		fputs(", \"warning\": ", f);
+		jstr(f, r->warning);
+	}
+	if (c->o->by != TP_COUNT_BY_NONE) {
+		if (c->o->top > 0 && (size_t)c->o->top < shown)
+			shown = (size_t)c->o->top;
+		fprintf(f, ", \"histogram\": {\"by\": \"%s\", \"entries\": [", by_names[c->o->by]);
+		for (size_t i = 0; i < shown; i++) {
+			fputs(i ? ", {\"key\": " : "{\"key\": ", f);
+			jstr(f, h->e[i].key);
+			fprintf(f, ", \"count\": %llu}", (unsigned long long)h->e[i].count);
+		}
+		fputs("]}", f);
+	}
+	fputs("}\n", f);
+}
+
+static void report_text(struct tp_count_ctx *c, FILE *f, struct hist *h, const char *engine)
+{
+	struct tp_count_result *r = c->r;
+	size_t shown = h->n;
+	char ctl_at[256];
+
+	fprintf(f, "tracepad count: %s (pid %d), engine %s", c->path ? c->path : "?", (int)c->pid,
+		engine);
+	if (c->o->start)
+		fprintf(f, ", region %s .. %s", c->o->start,
+			c->o->stop ? c->o->stop : "its return");
+	else if (c->api)
+		fprintf(f, ", regions tp_step_begin() .. tp_step_end()");
+	fprintf(f, "\n  instructions  %llu\n  threads       %d\n", (unsigned long long)r->total,
+		r->nthreads);
+	for (int i = 0; i < r->nthreads; i++)
+		fprintf(f, "    tid %-8d  %llu\n", (int)r->threads[i].tid,
+			(unsigned long long)r->threads[i].count);
+	if (r->have_startup) {
+		where(c, r->control_pc, ctl_at, sizeof(ctl_at));
+		fprintf(f,
+			"  start-up      %llu instructions before the agent took control at %s "
+			"(counted by ptrace stepping)\n",
+			(unsigned long long)r->startup, ctl_at);
+	}
+	if (r->start_note[0] && !c->o->start && !c->api)
+		fprintf(f, "  start         %s\n", r->start_note);
+	fprintf(f, "  elapsed       %.3f s\n  rate          %.0f instructions/s\n", r->seconds,
+		r->seconds > 0 ? (double)r->total / r->seconds : 0.0);
+	if (r->detached)
+		fprintf(f, "  exit          (detached; the program goes on)\n");
+	else if (WIFSIGNALED(r->wait_status))
+		fprintf(f, "  exit          killed by signal %d\n", WTERMSIG(r->wait_status));
+	else
+		fprintf(f, "  exit          status %d\n", WEXITSTATUS(r->wait_status));
+	if (r->exec_seen)
+		fprintf(f, "  note          the program called execve: the new image is not "
+			   "counted\n");
+	if (r->forked)
+		fprintf(f, "  note          the program forked: children are not counted\n");
+	if (r->overflow)
+		fprintf(f,
+			"  note          %llu instructions of threads beyond the agent's slots "
+			"(total only)\n",
+			(unsigned long long)r->overflow);
+	if (r->addr_dropped)
+		fprintf(f,
+			"  note          %llu instructions missing from the address histogram "
+			"(table full)\n",
+			(unsigned long long)r->addr_dropped);
+	if (r->warning[0])
+		fprintf(f, "  warning       %s\n", r->warning);
+	if (c->o->by == TP_COUNT_BY_NONE)
+		return;
+	if (c->o->top != 0 && (size_t)(c->o->top < 0 ? 20 : c->o->top) < shown)
+		shown = (size_t)(c->o->top < 0 ? 20 : c->o->top);
+	fprintf(f, "  histogram by %s (%zu of %zu)\n  %14s  %6s  %s\n", by_names[c->o->by], shown,
+		h->n, "count", "%", by_names[c->o->by]);
+	for (size_t i = 0; i < shown; i++)
+		fprintf(f, "  %14llu  %5.1f%%  %s\n", (unsigned long long)h->e[i].count,
+			r->total ? 100.0 * (double)h->e[i].count / (double)r->total : 0.0,
+			h->e[i].key);
+}
+
+/* ---- --trace DIR: the results as events of a CTF trace ---- */
+
+static int put_event(struct tp_trace_producer *p, int id, int32_t pid, int32_t tid,
+		     const uint8_t *payload, size_t len)
+{
+	uint8_t *e = tp_trace_reserve_at(p, (uint16_t)id, (uint32_t)len,
+					 tp_trace_clock_now(p->clock), pid, tid);
+
+	if (!e)
+		return -ENOSPC;
+	memcpy(e, payload, len);
+	tp_trace_commit(p);
+	return 0;
+}
+
+static int record_trace(struct tp_count_ctx *c, struct tp_trace_writer *w, struct hist *h,
+			const char *engine)
+{
+	static const struct tp_trace_field_desc summary[] = {
+	    {"engine", TP_TRACE_STRING},
+	    {"instructions", TP_TRACE_INT, 64},
+	    {"startup", TP_TRACE_INT, 64},
+	    {"seconds_ns", TP_TRACE_INT, 64},
+	    {"exit_status", TP_TRACE_INT, 32, true},
+	};
+	static const struct tp_trace_field_desc thread[] = {
+	    {"instructions", TP_TRACE_INT, 64},
+	};
+	static const struct tp_trace_field_desc histo[] = {
+	    {"by", TP_TRACE_STRING},
+	    {"key", TP_TRACE_STRING},
+	    {"count", TP_TRACE_INT, 64},
+	};
+	struct tp_count_result *r = c->r;
+	struct tp_trace_producer prod;
+	int ids[3], err, st;
+	uint8_t buf[1200], *q;
+
+	ids[0] = tp_trace_writer_add_class(w, "count_summary", summary, 5);
+	ids[1] = tp_trace_writer_add_class(w, "count_thread", thread, 1);
+	ids[2] = tp_trace_writer_add_class(w, "count_histogram", histo, 3);
+	if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
+		tp_trace_writer_free(w);
+		return ids[0] < 0 ? ids[0] : ids[1] < 0 ? ids[1] : ids[2];
+	}
+	err = tp_trace_writer_producer_init(w, &prod);
+	if (err) {
+		tp_trace_writer_free(w);
+		return err;
+	}
+	st = r->detached		   ? 0
+	     : WIFSIGNALED(r->wait_status) ? -WTERMSIG(r->wait_status)
+					   : WEXITSTATUS(r->wait_status);
+	q = tp_trace_put_str(buf, engine, strlen(engine));
+	q = tp_trace_put_u64(q, r->total);
+	q = tp_trace_put_u64(q, r->startup);
+	q = tp_trace_put_u64(q, (uint64_t)(r->seconds * 1e9));
+	q = tp_trace_put_u32(q, (uint32_t)st);
+	err = put_event(&prod, ids[0], c->pid, c->pid, buf, (size_t)(q - buf));
+	for (int i = 0; !err && i < r->nthreads; i++) {
+		q = tp_trace_put_u64(buf, r->threads[i].count);
+		err = put_event(&prod, ids[1], c->pid, r->threads[i].tid, buf, (size_t)(q - buf));
+	}
+	for (size_t i = 0; !err && i < h->n; i++) {
+		const char *by = by_names[c->o->by];
+		size_t kl = strlen(h->e[i].key);
+
+		if (kl > 1024)
+			kl = 1024;
+		q = tp_trace_put_str(buf, by, strlen(by));
+		q = tp_trace_put_str(q, h->e[i].key, kl);
+		q = tp_trace_put_u64(q, h->e[i].count);
+		err = put_event(&prod, ids[2], c->pid, c->pid, buf, (size_t)(q - buf));
+	}
+	if (!err)
+		err = tp_trace_producer_fini(&prod);
+	else
+		tp_trace_producer_fini(&prod);
+	if (err) {
+		tp_trace_writer_free(w);
+		return err;
+	}
+	return tp_trace_writer_close(w);
+}
+
+int tp_count_parse_by(const char *s, enum tp_count_by *by)
+{
+	for (int i = 1; i <= TP_COUNT_BY_ADDRESS; i++) {
+		if (!strcmp(s, by_names[i])) {
+			*by = (enum tp_count_by)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int tp_count_exit_status(const struct tp_count_result *r)
+{
+	return r->detached		     ? 0
+	       : WIFSIGNALED(r->wait_status) ? 128 + WTERMSIG(r->wait_status)
+					     : WEXITSTATUS(r->wait_status);
+}
+
+int tp_count_report(struct tp_count_ctx *c, FILE *out, struct tp_trace_writer *w)
+{
+	const char *engine = c->o->engine == TP_COUNT_ENGINE_PTRACE ? "ptrace" : "trapflag";
+	struct hist h = {0};
+	int err = 0;
+
+	if (c->o->by == TP_COUNT_BY_FUNCTION || c->o->by == TP_COUNT_BY_OBJECT ||
+	    c->o->by == TP_COUNT_BY_ADDRESS)
+		tp_symtab_load_pid(c->syms, c->pid); /* fails harmlessly once the program is gone */
+	if (c->o->by != TP_COUNT_BY_NONE)
+		build_hist(c, &h);
+	if (c->o->json)
+		report_json(c, out, &h, engine);
+	else
+		report_text(c, out, &h, engine);
+	if (w)
+		err = record_trace(c, w, &h, engine);
+	for (size_t i = 0; i < h.n; i++)
+		free(h.e[i].key);
+	free(h.e);
+	return err;
+}
