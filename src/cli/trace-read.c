@@ -539,6 +539,14 @@ void tp_cli_put_value(FILE *f, const struct tp_trace_field *fld)
 {
 	switch (fld->type) {
 	case TP_TRACE_INT:
+		if (fld->label) {
+			/* an enumeration: its label, then the value */
+			tp_cli_put_name(f, fld->label, false);
+			fputc('(', f);
+			tp_cli_put_int(f, fld, fld->u);
+			fputc(')', f);
+			break;
+		}
 		tp_cli_put_int(f, fld, fld->u);
 		break;
 	case TP_TRACE_FLOAT:
@@ -580,6 +588,14 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
 {
 	switch (fld->type) {
 	case TP_TRACE_INT:
+		if (fld->label) {
+			fputs("{\"label\": ", f);
+			tp_json_str(f, fld->label, strlen(fld->label));
+			fputs(", \"value\": ", f);
+			put_json_int(f, fld, fld->u);
+			fputc('}', f);
+			break;
+		}
 		put_json_int(f, fld, fld->u);
 		break;
 	case TP_TRACE_FLOAT:

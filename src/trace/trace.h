@@ -333,7 +333,8 @@ struct tp_trace_field {
 		int64_t s;
 		double d; /* FLOAT (a binary32 is widened) */
 	};
-	const char *str;     /* STRING */
+	const char *label;   /* INT of an enumeration: the value's label, or NULL */
+	const char *str;     /* STRING (also text arrays: NUL-terminated copies) */
 	const uint8_t *data; /* BYTES, ARRAY, SEQ: raw elements, see tp_trace_field_elem */
 	uint32_t count;	     /* BYTES: length; ARRAY, SEQ: element count */
 	bool big_endian;
