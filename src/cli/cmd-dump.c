@@ -183,6 +183,7 @@ int cmd_dump(int argc, char **argv)
 		tp_cli_trace_close(&d.t);
 		return 2;
 	}
+	d.t.salvage = true;
 	while ((err = tp_cli_trace_next(&d.t, &ev)) > 0) {
 		if (d.t.nr_events == 1)
 			d.t0 = ev->ts;

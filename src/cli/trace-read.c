@@ -93,17 +93,25 @@ int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, 
 
 int tp_cli_trace_next(struct tp_cli_trace *t, const struct tp_trace_event **ev)
 {
-	int err = tp_trace_reader_next(t->r, ev);
+	for (;;) {
+		int err = tp_trace_reader_next(t->r, ev);
+		const char *name;
+		uint64_t off = 0;
 
-	if (err > 0) {
-		t->nr_events++;
-		return 1;
+		if (err > 0) {
+			t->nr_events++;
+			return 1;
+		}
+		if (!err)
+			return t->corrupt ? -1 : 0;
+		name = tp_trace_reader_error_at(t->r, &off);
+		tp_cli_error(t->cmd, "%s: corrupt trace: stream %s at offset %" PRIu64 ": %s%s%s",
+			     t->dir, name ? name : "?", off, strerror(-err), maps_hint(t->dir),
+			     t->salvage ? "; the other streams are read" : "");
+		t->corrupt = true;
+		if (!t->salvage)
+			return -1;
 	}
-	if (!err)
-		return 0;
-	tp_cli_error(t->cmd, "%s: corrupt trace after %" PRIu64 " events: %s%s", t->dir,
-		     t->nr_events, strerror(-err), maps_hint(t->dir));
-	return -1;
 }
 
 void tp_cli_trace_close(struct tp_cli_trace *t)

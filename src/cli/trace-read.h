@@ -30,12 +30,15 @@ struct tp_cli_trace {
 	struct tp_symtab *syms;		/* from DIR/.maps; NULL when the trace has none */
 	struct tp_cli_formats *formats; /* from DIR/.formats; NULL when the trace has none */
 	uint64_t nr_events;		/* returned so far */
+	bool salvage;			/* a corrupt stream ends alone: the others are still read */
+	bool corrupt;			/* a stream was corrupt (said on stderr) */
 };
 
 /* Open the trace DIR (and its .maps with @want_maps).  Returns 0, or prints one line and
  * returns the exit status: 2 for bad input, 1 for a failure of ours. */
 int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, bool want_maps);
-/* tp_trace_reader_next; on a malformed trace, prints one line and returns -1. */
+/* tp_trace_reader_next; on a malformed stream, prints one line naming the stream and the
+ * offset, and returns -1 at once, or with t->salvage set, after the other streams' events. */
 int tp_cli_trace_next(struct tp_cli_trace *t, const struct tp_trace_event **ev);
 void tp_cli_trace_close(struct tp_cli_trace *t);
 

@@ -34,14 +34,17 @@ struct cursor {
 	size_t text_used, text_cap;
 	struct tp_trace_event ev;
 	bool has_ev, done;
-	int err; /* to report at the next tp_trace_reader_next */
+	int err;		   /* to report at the next tp_trace_reader_next */
+	uint64_t pkt_off, err_off; /* the current packet, and where reading stopped */
+	char *name;		   /* the stream's file, for messages */
 };
 
 struct tp_trace_reader {
 	struct tsdl *t;
 	struct cursor *cur;
 	size_t nr;
-	long last; /* cursor whose event was returned last */
+	long last;   /* cursor whose event was returned last */
+	long failed; /* cursor whose error was returned last */
 	bool primed;
 	uint64_t discarded;
 	char *metadata; /* owned copy, for directories */
@@ -477,6 +480,7 @@ static void advance(struct tp_trace_reader *r, struct cursor *c)
 				c->done = true;
 				return;
 			}
+			c->pkt_off = c->off;
 			err = load_packet(r, c);
 		} else {
 			err = decode_event(r, c);
@@ -487,6 +491,7 @@ static void advance(struct tp_trace_reader *r, struct cursor *c)
 		}
 		if (err) {
 			c->err = err;
+			c->err_off = c->pkt ? c->pkt_off + c->pos / 8 : c->pkt_off;
 			c->done = true;
 		}
 	}
@@ -511,6 +516,7 @@ int tp_trace_reader_next(struct tp_trace_reader *r, const struct tp_trace_event 
 			int err = c->err;
 
 			c->err = 0;
+			r->failed = (long)i;
 			return err;
 		}
 		if (c->has_ev && (best < 0 || c->ev.ts < r->cur[best].ev.ts))
@@ -521,6 +527,17 @@ int tp_trace_reader_next(struct tp_trace_reader *r, const struct tp_trace_event 
 	r->last = best;
 	*ev = &r->cur[best].ev;
 	return 1;
+}
+
+const char *tp_trace_reader_error_at(const struct tp_trace_reader *r, uint64_t *offset)
+{
+	const struct cursor *c;
+
+	if (r->failed < 0)
+		return NULL;
+	c = &r->cur[r->failed];
+	*offset = c->err_off;
+	return c->name;
 }
 
 uint64_t tp_trace_reader_discarded(const struct tp_trace_reader *r)
@@ -543,6 +560,7 @@ void tp_trace_reader_close(struct tp_trace_reader *r)
 		free(r->cur[i].buf);
 		free(r->cur[i].fields);
 		free(r->cur[i].text);
+		free(r->cur[i].name);
 	}
 	free(r->cur);
 	tp_trace_tsdl_free(r->t);
@@ -617,7 +635,7 @@ static int reader_new(const char *metadata, size_t len, size_t nr, struct tp_tra
 		return -ENOMEM;
 	}
 	r->unpacked = unpacked;
-	r->last = -1;
+	r->last = r->failed = -1;
 	r->cur = calloc(nr ? nr : 1, sizeof(*r->cur));
 	if (!r->cur) {
 		free(unpacked);
@@ -779,7 +797,9 @@ int tp_trace_reader_open(const char *dir, struct tp_trace_reader **out)
 		struct stat st;
 		struct cursor *c = &r->cur[i];
 
-		c->fd = openat(dirfd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		c->name = names[i];
+		names[i] = NULL;
+		c->fd = openat(dirfd, c->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (c->fd < 0 || fstat(c->fd, &st)) {
 			err = -errno;
 			goto out;

@@ -368,6 +368,22 @@ def check_errors(prog, tmp):
     out = os.path.join(tmp, "cut.json")
     one_line_error(run("export", "-o", out, cut), "export", "export -o OUT: a truncated stream")
     ok(not os.path.exists(out), "... and no half-written output file")
+    # dump salvages: the other streams' events are all shown, the bad stream's up to the cut
+    def events(p):
+        # rel_ns counts from the first event shown, which the cut may remove
+        return [{k: v for k, v in json.loads(x).items() if k != "rel_ns"}
+                for x in p.stdout.splitlines()]
+    whole = events(run("dump", "--json", good))
+    p = run("dump", "--json", cut)
+    part = events(p)
+    streams = {e["stream"] for e in whole}
+    others = [e for e in whole if e["stream"] != 0]
+    ok(len(streams) > 1 and [e for e in part if e["stream"] != 0] == others and
+       all(e in whole for e in part) and len(part) < len(whole),
+       "dump of a trace with a truncated stream shows every event of the other streams",
+       f"streams {streams}, {len(part)} of {len(whole)} events")
+    one_line_error(p, "dump", "... and names the stream and the offset where it stopped",
+                   r"corrupt trace: stream stream_0 at offset \d+: .*other streams are read")
 
     maps = os.path.join(tmp, "plain-maps")
     shutil.copytree(good, maps)
