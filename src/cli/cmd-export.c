@@ -543,9 +543,7 @@ int cmd_export(int argc, char **argv)
 	};
 	struct export e = {.fmt = FMT_CHROME};
 	const char *outfile = NULL;
-	bool regular = false;
 	uint64_t discarded;
-	struct stat st;
 	int opt, status;
 
 	optind = 1;
@@ -615,13 +613,9 @@ int cmd_export(int argc, char **argv)
 			e.t.nr_events, e.calls, discarded, e.dropped_exits, e.closed_at_end,
 			e.closed_early);
 	}
-	if (e.out && e.out != stdout && !fstat(fileno(e.out), &st) && S_ISREG(st.st_mode))
-		regular = true;
-	if (e.out && tp_cli_out_close("export", e.out, outfile) && !status)
+	/* no half-written file that looks like a result: an existing one is kept as it was */
+	if (e.out && tp_cli_out_close("export", e.out, outfile, !status) && !status)
 		status = 1;
-	/* No half-written file that looks like a result; never a device or a pipe. */
-	if (status && regular)
-		unlink(outfile);
 	if (!status && discarded)
 		tp_cli_error("export",
 			     "warning: the producers discarded %" PRIu64

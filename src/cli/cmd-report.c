@@ -353,7 +353,7 @@ int cmd_report(int argc, char **argv)
 		put_json(&rp, out);
 	else
 		put_text(&rp, out);
-	status = tp_cli_out_close("report", out, outfile);
+	status = tp_cli_out_close("report", out, outfile, true);
 out:
 	for (size_t i = 0; i < rp.cap_cls; i++)
 		free(rp.cls[i].name);

@@ -637,19 +637,55 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld)
 
 /* ---- output ---- */
 
+/* A regular file (or a new one) is written under a temporary name beside it and renamed
+ * over it only when the command keeps its output: a failed run leaves an existing file as
+ * it was.  A command has one output at a time. */
+static char out_tmp[PATH_MAX];
+
 FILE *tp_cli_out_open(const char *cmd, const char *path)
 {
+	struct stat st;
+	bool exists;
+	mode_t mask;
 	FILE *f;
+	int fd;
 
+	out_tmp[0] = 0;
 	if (!path || !strcmp(path, "-"))
 		return stdout;
+	exists = !stat(path, &st);
+	if ((!exists && errno == ENOENT) || (exists && S_ISREG(st.st_mode))) {
+		if (snprintf(out_tmp, sizeof(out_tmp), "%s.XXXXXX", path) >= (int)sizeof(out_tmp)) {
+			out_tmp[0] = 0;
+			tp_cli_error(cmd, "-o %s: %s", path, strerror(ENAMETOOLONG));
+			return NULL;
+		}
+		fd = mkostemp(out_tmp, O_CLOEXEC);
+		if (fd < 0) {
+			tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
+			out_tmp[0] = 0;
+			return NULL;
+		}
+		/* the mode a plain creation would give, or the file's own */
+		mask = umask(0);
+		umask(mask);
+		fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
+		f = fdopen(fd, "w");
+		if (!f) {
+			tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
+			close(fd);
+			unlink(out_tmp);
+			out_tmp[0] = 0;
+		}
+		return f;
+	}
 	f = fopen(path, "we");
 	if (!f)
 		tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
 	return f;
 }
 
-int tp_cli_out_close(const char *cmd, FILE *f, const char *path)
+int tp_cli_out_close(const char *cmd, FILE *f, const char *path, bool keep)
 {
 	int err = 0;
 
@@ -658,6 +694,13 @@ int tp_cli_out_close(const char *cmd, FILE *f, const char *path)
 		err = errno ? errno : EIO;
 	if (f != stdout && fclose(f) && !err)
 		err = errno ? errno : EIO;
+	if (out_tmp[0]) {
+		if (err || !keep)
+			unlink(out_tmp);
+		else if (rename(out_tmp, path))
+			err = errno;
+		out_tmp[0] = 0;
+	}
 	if (!err)
 		return 0;
 	tp_cli_error(cmd, "%s: write error: %s", path && strcmp(path, "-") ? path : "stdout",

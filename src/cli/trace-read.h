@@ -90,7 +90,9 @@ void tp_cli_put_value_json(FILE *f, const struct tp_trace_field *fld);
 
 /* stdout for NULL or "-", else the file (one-line error and NULL on failure). */
 FILE *tp_cli_out_open(const char *cmd, const char *path);
-/* Flush and close; 0, or 1 after a one-line error on a write error. */
-int tp_cli_out_close(const char *cmd, FILE *f, const char *path);
+/* Flush and close; 0, or 1 after a one-line error on a write error.  A file is replaced
+ * only when @keep (the command succeeded) and every write did: otherwise a file that
+ * existed before is left as it was. */
+int tp_cli_out_close(const char *cmd, FILE *f, const char *path, bool keep);
 
 #endif

@@ -368,6 +368,26 @@ def check_errors(prog, tmp):
     out = os.path.join(tmp, "cut.json")
     one_line_error(run("export", "-o", out, cut), "export", "export -o OUT: a truncated stream")
     ok(not os.path.exists(out), "... and no half-written output file")
+    # An existing output file survives a failed run, and keeps its mode when replaced.
+    keep_dir = os.path.join(tmp, "outs")
+    os.mkdir(keep_dir)
+    keep = os.path.join(keep_dir, "precious.json")
+    with open(keep, "w") as f:
+        f.write("precious\n")
+    os.chmod(keep, 0o640)
+    runs = [run("export", "-o", keep, cut), run("export", "-o", keep, bad),
+            run("dump", "-o", keep, bad), run("report", "-o", keep, bad)]
+    with open(keep) as f:
+        kept = f.read()
+    ok(all(p.returncode == 2 for p in runs) and kept == "precious\n" and
+       os.listdir(keep_dir) == ["precious.json"],
+       "failed export/dump/report -o FILE leave an existing FILE as it was, no temporary file",
+       [(p.returncode, p.stderr) for p in runs] + [kept, os.listdir(keep_dir)])
+    p = run("export", "-o", keep, good)
+    ok(p.returncode == 0 and json.load(open(keep))["traceEvents"] and
+       (os.stat(keep).st_mode & 0o777) == 0o640 and os.listdir(keep_dir) == ["precious.json"],
+       "a successful export replaces FILE, keeping its mode", p.stderr)
+
     # dump salvages: the other streams' events are all shown, the bad stream's up to the cut
     def events(p):
         # rel_ns counts from the first event shown, which the cut may remove
