@@ -92,6 +92,46 @@ ok(p.returncode == 0 and 'colour=red(0) txt="alph"' in p.stdout.splitlines()[1],
    "text dump shows an enumeration as label(value) and a text array as a string",
    p.stdout.splitlines()[1:2])
 
+# Filters: each shows exactly the events of the whole dump that pass, with the same fields
+# and times counted from the trace's first event.
+t0 = events[0]["ts"]
+tid2 = max(e["tid"] for e in events)
+
+
+def dump(*opts):
+    p = subprocess.run([TP, "dump", "--json", *opts, TRACE], capture_output=True, text=True,
+                       env=ENV)
+    return p, [json.loads(line) for line in p.stdout.splitlines()]
+
+
+for opts, keep in [
+        (["--tid", str(tid2)], lambda e: e["tid"] == tid2),
+        (["--pid", f"1,{events[0]['pid']}"], lambda e: True),
+        (["--pid", "1"], lambda e: False),
+        (["-e", "tpfix:m*"], lambda e: e["name"] == "tpfix:misc"),
+        (["--class", "!tpfix:ints,tpfix:*"], lambda e: e["name"] == "tpfix:misc"),
+        (["-e", "*ints", "-e", "nothing"], lambda e: e["name"] == "tpfix:ints"),
+        (["--from", "0.00005", "--to", "0.0001"],
+         lambda e: 50000 <= e["ts"] - t0 <= 100000),
+        (["--from", "0.0001", "--tid", str(events[-1]["tid"]), "-e", "tpfix:ints"],
+         lambda e: e["ts"] - t0 >= 100000 and e["tid"] == events[-1]["tid"] and
+         e["name"] == "tpfix:ints")]:
+    p, got = dump(*opts)
+    want = [e for e in events if keep(e)]
+    ok(p.returncode == 0 and got == want and (want or opts == ["--pid", "1"]),
+       f"dump {' '.join(opts)}: the {len(want)} events that pass, as in the whole dump",
+       f"rc {p.returncode} {p.stderr}, got {len(got)}, want {len(want)}")
+
+for opts, msg in [(["--tid", "x"], "--tid 'x': not a list of ids"),
+                  (["--pid", "1,,2"], "--pid '1,,2': not a list of ids"),
+                  (["--from", "soon"], "--from 'soon': not a number of seconds"),
+                  (["--from", "2", "--to", "1"], "--from is after --to"),
+                  (["-e", ""], "--class '': an empty pattern")]:
+    p, got = dump(*opts)
+    ok(p.returncode == 2 and not got and p.stderr.startswith(f"tracepad dump: {msg}")
+       and len(p.stderr.splitlines()) == 1,
+       f"dump {' '.join(opts)}: one-line error", p.stderr)
+
 p = subprocess.run([TP, "report", "--json", TRACE], capture_output=True, text=True, env=ENV)
 try:
     rep = json.loads(p.stdout)
