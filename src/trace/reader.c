@@ -408,6 +408,20 @@ static int load_packet(struct tp_trace_reader *r, struct cursor *c)
 	return 0;
 }
 
+/* Cycles of a clock that is not 1 GHz to ns, truncated, computed in double precision as
+ * babeltrace2 does, so that both readers print the same time to the nanosecond. */
+static uint64_t cycles_ns(uint64_t freq, uint64_t cycles)
+{
+	double ns;
+
+	if (freq == 1000000000u)
+		return cycles;
+	ns = 1e9 * (double)cycles / (double)freq;
+	return ns >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
+}
+
+/* The clock's offset is first normalised to whole seconds and fewer cycles than a second's
+ * (as CTF readers do); then seconds, offset cycles and the value are converted apart. */
 static int64_t to_ns(const struct tsdl *t, int idx, uint64_t cycles)
 {
 	const struct tsdl_clock *k;
@@ -416,8 +430,8 @@ static int64_t to_ns(const struct tsdl *t, int idx, uint64_t cycles)
 	if (idx < 0 || (uint32_t)idx >= t->nr_clocks)
 		return (int64_t)cycles;
 	k = &t->clocks[idx];
-	ns = (__int128)k->offset_s * 1000000000 +
-	     ((__int128)k->offset + cycles) * 1000000000 / (__int128)k->freq;
+	ns = ((__int128)k->offset_s + (__int128)(k->offset / k->freq)) * 1000000000 +
+	     cycles_ns(k->freq, k->offset % k->freq) + cycles_ns(k->freq, cycles);
 	if (ns < 0)
 		return 0;
 	return ns > INT64_MAX ? INT64_MAX : (int64_t)ns;

@@ -120,6 +120,25 @@ def check_dump(prog, tmp):
         rc, n, err = bt2_count(trace)
         is_eq((rc, n), (0, len(lines)), "babeltrace2 counts as many events as dump prints")
 
+    if BT2:
+        # A clock that is not 1 GHz, with an offset of more than a second of cycles: the
+        # times are those babeltrace2 prints, to the nanosecond.
+        odd = os.path.join(tmp, "odd-clock")
+        shutil.copytree(trace, odd)
+        with open(os.path.join(odd, "metadata")) as f:
+            meta = f.read()
+        meta, n = re.subn(r"freq = \d+;", "freq = 2399987651;", meta)
+        meta = re.sub(r"offset = \d+;", "offset = 7777777777777;", meta)
+        with open(os.path.join(odd, "metadata"), "w") as f:
+            f.write(meta)
+        got = [json.loads(x)["ts"] for x in run("dump", "--json", odd).stdout.splitlines()]
+        b = subprocess.run([BT2, "--clock-seconds", odd], capture_output=True, text=True)
+        want = [int(m.group(1)) * 10**9 + int(m.group(2))
+                for m in re.finditer(r"^\[(\d+)\.(\d{9})\]", b.stdout, re.M)]
+        ok(n == 1 and got == want and len(want) == info["events"],
+           "dump: times of a 2.4 GHz clock equal babeltrace2's to the nanosecond",
+           f"{n} clocks; dump {got[:3]}, babeltrace2 {want[:3]}")
+
     out = os.path.join(tmp, "dump.json")
     p = run("dump", "--json", "-o", out, trace)
     is_eq((p.returncode, p.stdout, p.stderr), (0, "", ""), "dump --json -o FILE")
