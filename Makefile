@@ -29,9 +29,11 @@ demo: build
 check: build build-asan
 	@python3 tests/run-suite.py $(BUILD) $(ASAN_BUILD)
 
-# the peers' packages first: the LTTng-UST benchmark is built only when liblttng-ust is found
+# the peers' packages first: the LTTng-UST benchmarks are built only when liblttng-ust is
+# found, so a build directory configured before it was installed looks again
 bench:
 	@sh scripts/deps.sh bench
+	@if [ -f $(BUILD)/build.ninja ]; then meson setup --reconfigure $(BUILD) >/dev/null; fi
 	@$(MAKE) --no-print-directory build
 	@sh bench/run.sh $(BUILD)
 

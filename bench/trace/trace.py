@@ -33,6 +33,7 @@ CHANNEL = ["--subbuf-size", "8M", "--num-subbuf", "8"]
 EVENT = "tpbench:bench"
 
 tp_prog = os.path.join(build, "bench/trace/bench-trace-tracepad")
+tp_cli = os.path.join(build, "src/cli/tracepad")
 lt_prog = os.path.join(build, "bench/trace/bench-trace-lttng")
 failures = []
 
@@ -128,6 +129,7 @@ class Session:
         self.expected = 0
         self.discarded = None
         self.read = None
+        self.tp_read = None
         lttng("create", self.name, "--output=" + self.dir)
         try:
             lttng("enable-channel", "-u", "-s", self.name, "ch", *CHANNEL)
@@ -154,10 +156,28 @@ class Session:
         finally:
             lttng("destroy", self.name, check=False)
         self.read, disc = bt2_count(self.dir)
+        self.tp_read = tp_dump_count(self.dir)
+        if self.tp_read != self.read:
+            raise RuntimeError("LTTng-UST trace: tracepad dump reads %d events, babeltrace2 %d"
+                               % (self.tp_read, self.read))
         if self.read != self.expected or self.discarded or disc:
             raise RuntimeError("LTTng-UST: produced %d, babeltrace2 reads %d, channel discarded "
                                "%s (%d discard messages)" % (self.expected, self.read,
                                                              self.discarded, disc))
+
+
+def tp_dump_count(path):
+    """Events tracepad dump reads in the LTTng output @path: one trace per buffer directory
+    (the directories holding a metadata file)."""
+    n = 0
+    for d, _, files in os.walk(path):
+        if "metadata" in files:
+            p = subprocess.run([tp_cli, "dump", d], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=600)
+            if p.returncode:
+                raise RuntimeError("tracepad dump %s: %s" % (d, p.stderr.strip()))
+            n += p.stdout.count("\n")
+    return n
 
 
 # ---- main -------------------------------------------------------------------------------
@@ -254,8 +274,9 @@ def main():
           if not any(f.startswith("tracepad") for f in failures) else
           "recorded: some tracepad runs failed their check (see above)")
     if session and session.read is not None:
-        print("recorded: LTTng-UST session produced %d, babeltrace2 read %d, channel discarded %s"
-              % (session.expected, session.read, session.discarded))
+        print("recorded: LTTng-UST session produced %d, babeltrace2 read %d, tracepad dump read "
+              "%d, channel discarded %s"
+              % (session.expected, session.read, session.tp_read, session.discarded))
     verdicts = []
     for threads in THREADS:
         tp, lt = med(samples.get(("tracepad", threads), [])), med(samples.get(("lttng", threads),

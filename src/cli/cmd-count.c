@@ -191,7 +191,7 @@ int cmd_count(int argc, char **argv)
 		tp_cli_error("count", "--trace %s: %s", o.trace_dir, strerror(-err));
 	status = tp_count_exit_status(&res);
 done:
-	if (out && out != stderr && tp_cli_out_close("count", out, o.outfile) && !status)
+	if (out && out != stderr && tp_cli_out_close("count", out, o.outfile, true) && !status)
 		status = 1;
 	tp_trace_writer_free(tw);
 	tp_count_fini(&c);

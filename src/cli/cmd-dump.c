@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/filter.h"
 #include "cli/opts.h"
 #include "base/text.h"
 
@@ -18,8 +19,13 @@ static const char usage_text[] =
     "\n"
     "  --json          one JSON object a line\n"
     "  -o FILE         write to FILE instead of standard output\n"
+    "  -e, --class GLOB  only events whose name matches: comma-separated globs, '!'\n"
+    "                  excludes; repeatable\n"
+    "  --pid LIST, --tid LIST  only events of these pids, of these tids (comma-separated)\n"
+    "  --from S, --to S  only events from S, up to S seconds after the trace's first event\n"
     "  -h, --help      show this help\n"
     "\n"
+    "The second column counts from the trace's first event, shown or not.\n"
     "Integer fields named pc, ip, addr or ending in _addr are code addresses: they are\n"
     "shown as object:function+offset when DIR holds a .maps file, else in hex.\n"
     "Events of static tracepoints (tracepad markers record) end with text=\"...\" (JSON:\n"
@@ -27,6 +33,7 @@ static const char usage_text[] =
 
 struct dump {
 	struct tp_cli_trace t;
+	struct tp_cli_filter filter;
 	FILE *out;
 	bool json;
 	uint64_t t0;
@@ -143,9 +150,10 @@ static void dump_json(struct dump *d, const struct tp_trace_event *ev)
 int cmd_dump(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"json", no_argument, NULL, 'J'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, 'J'},	    {"class", required_argument, NULL, 'e'},
+	    {"pid", required_argument, NULL, 'P'},  {"tid", required_argument, NULL, 'T'},
+	    {"from", required_argument, NULL, 'F'}, {"to", required_argument, NULL, 'U'},
+	    {"help", no_argument, NULL, 'h'},	    {NULL, 0, NULL, 0},
 	};
 	const struct tp_trace_event *ev;
 	struct dump d = {.json = false};
@@ -154,8 +162,26 @@ int cmd_dump(int argc, char **argv)
 	int opt, err, status = 0;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "o:e:h", longopts, NULL)) != -1) {
+		enum tp_cli_filter_kind kind;
+
 		switch (opt) {
+		case 'e':
+		case 'P':
+		case 'T':
+		case 'F':
+		case 'U':
+			kind = opt == 'e'   ? TP_FILTER_CLASS
+			       : opt == 'P' ? TP_FILTER_PID
+			       : opt == 'T' ? TP_FILTER_TID
+			       : opt == 'F' ? TP_FILTER_FROM
+					    : TP_FILTER_TO;
+			status = tp_cli_filter_add(&d.filter, "dump", kind, optarg);
+			if (status) {
+				tp_cli_filter_free(&d.filter);
+				return status;
+			}
+			break;
 		case 'J':
 			d.json = true;
 			break;
@@ -167,25 +193,38 @@ int cmd_dump(int argc, char **argv)
 			return 0;
 		default:
 			fputs(usage_text, stderr);
+			tp_cli_filter_free(&d.filter);
 			return 2;
 		}
 	}
+	if (d.filter.from_ns > d.filter.to_ns) {
+		tp_cli_error("dump", "--from is after --to");
+		tp_cli_filter_free(&d.filter);
+		return 2;
+	}
 	if (optind != argc - 1) {
+		tp_cli_filter_free(&d.filter);
 		tp_cli_error("dump", optind == argc ? "no trace directory (tracepad dump DIR)"
 						    : "one trace directory at a time");
 		return 2;
 	}
 	status = tp_cli_trace_open(&d.t, "dump", argv[optind], true);
-	if (status)
+	if (status) {
+		tp_cli_filter_free(&d.filter);
 		return status;
-	d.out = tp_cli_out_open("dump", outfile, stdout);
+	}
+	d.out = tp_cli_result_open("dump", outfile, stdout);
 	if (!d.out) {
 		tp_cli_trace_close(&d.t);
+		tp_cli_filter_free(&d.filter);
 		return 2;
 	}
+	d.t.salvage = true;
 	while ((err = tp_cli_trace_next(&d.t, &ev)) > 0) {
 		if (d.t.nr_events == 1)
 			d.t0 = ev->ts;
+		if (!tp_cli_filter_match(&d.filter, ev, d.t0))
+			continue;
 		d.ev = ev;
 		if (d.json)
 			dump_json(&d, ev);
@@ -195,7 +234,8 @@ int cmd_dump(int argc, char **argv)
 	if (err < 0)
 		status = 2;
 	discarded = tp_trace_reader_discarded(d.t.r);
-	if (tp_cli_out_close("dump", d.out, outfile) && !status)
+	/* a corrupt stream is said on stderr: what was read of the trace is still the result */
+	if (tp_cli_out_close("dump", d.out, outfile, true) && !status)
 		status = 1;
 	if (discarded && !status)
 		tp_cli_error("dump",
@@ -203,5 +243,6 @@ int cmd_dump(int argc, char **argv)
 			     " events (tracepad report shows which streams)",
 			     discarded);
 	tp_cli_trace_close(&d.t);
+	tp_cli_filter_free(&d.filter);
 	return status;
 }

@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -38,9 +37,7 @@ int cmd_export(int argc, char **argv)
 	struct tp_cli_trace t;
 	FILE *out = NULL;
 	const char *outfile = NULL;
-	bool regular = false;
 	uint64_t discarded;
-	struct stat st;
 	int opt, status, err;
 
 	optind = 1;
@@ -78,7 +75,7 @@ int cmd_export(int argc, char **argv)
 		return status;
 	/* Chrome JSON is written as the trace is read; folded stacks only at the end, so that
 	 * a trace without calls leaves no output file behind. */
-	if (fmt == TP_EXPORT_CHROME && !(out = tp_cli_out_open("export", outfile, stdout))) {
+	if (fmt == TP_EXPORT_CHROME && !(out = tp_cli_result_open("export", outfile, stdout))) {
 		tp_cli_trace_close(&t);
 		return 2;
 	}
@@ -98,7 +95,7 @@ int cmd_export(int argc, char **argv)
 				     "%s: no func_entry/func_exit events: no stacks to fold",
 				     t.dir);
 			status = 2;
-		} else if (!(out = tp_cli_out_open("export", outfile, stdout))) {
+		} else if (!(out = tp_cli_result_open("export", outfile, stdout))) {
 			status = 2;
 		} else if (tp_export_folded(e, out)) {
 			tp_cli_error("export", "out of memory");
@@ -107,13 +104,9 @@ int cmd_export(int argc, char **argv)
 	} else if (!status) {
 		tp_export_chrome_end(e, t.dir, discarded);
 	}
-	if (out && out != stdout && !fstat(fileno(out), &st) && S_ISREG(st.st_mode))
-		regular = true;
-	if (out && tp_cli_out_close("export", out, outfile) && !status)
+	/* no half-written file that looks like a result: an existing one is kept as it was */
+	if (out && tp_cli_out_close("export", out, outfile, !status) && !status)
 		status = 1;
-	/* No half-written file that looks like a result; never a device or a pipe. */
-	if (status && regular)
-		unlink(outfile);
 	if (!status && discarded)
 		tp_cli_error("export",
 			     "warning: the producers discarded %" PRIu64

@@ -152,7 +152,7 @@ int cmd_report(int argc, char **argv)
 		status = err == -ENOMEM ? 1 : 2;
 		goto out;
 	}
-	out = tp_cli_out_open("report", outfile, stdout);
+	out = tp_cli_result_open("report", outfile, stdout);
 	if (!out) {
 		status = 2;
 		goto out;
@@ -161,7 +161,7 @@ int cmd_report(int argc, char **argv)
 		put_json(&rp, out);
 	else
 		put_text(&rp, out);
-	status = tp_cli_out_close("report", out, outfile);
+	status = tp_cli_out_close("report", out, outfile, true);
 out:
 	tp_trace_summary_fini(&rp);
 	return status;

@@ -2,12 +2,14 @@
  * DIR opened with one-line errors.  Each prints "tracepad CMD: ..." and gives the exit
  * status, so that every subcommand refuses bad input the same way. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/opts.h"
@@ -127,17 +129,25 @@ int tp_cli_trace_open(struct tp_cli_trace *t, const char *cmd, const char *dir, 
 
 int tp_cli_trace_next(struct tp_cli_trace *t, const struct tp_trace_event **ev)
 {
-	int err = tp_trace_reader_next(t->r, ev);
+	for (;;) {
+		int err = tp_trace_reader_next(t->r, ev);
+		const char *name;
+		uint64_t off = 0;
 
-	if (err > 0) {
-		t->nr_events++;
-		return 1;
+		if (err > 0) {
+			t->nr_events++;
+			return 1;
+		}
+		if (!err)
+			return t->corrupt ? -1 : 0;
+		name = tp_trace_reader_error_at(t->r, &off);
+		tp_cli_error(t->cmd, "%s: corrupt trace: stream %s at offset %" PRIu64 ": %s%s%s",
+			     t->dir, name ? name : "?", off, strerror(-err), maps_hint(t->dir),
+			     t->salvage ? "; the other streams are read" : "");
+		t->corrupt = true;
+		if (!t->salvage)
+			return -1;
 	}
-	if (!err)
-		return 0;
-	tp_cli_error(t->cmd, "%s: corrupt trace after %" PRIu64 " events: %s%s", t->dir,
-		     t->nr_events, strerror(-err), maps_hint(t->dir));
-	return -1;
 }
 
 void tp_cli_trace_close(struct tp_cli_trace *t)
@@ -152,10 +162,15 @@ void tp_cli_trace_close(struct tp_cli_trace *t)
 
 /* ---- -o FILE ---- */
 
+/* The temporary file of tp_cli_result_open, renamed over the target by tp_cli_out_close. A
+ * command has one output at a time. */
+static char out_tmp[PATH_MAX];
+
 FILE *tp_cli_out_open(const char *cmd, const char *path, FILE *dflt)
 {
 	FILE *f;
 
+	out_tmp[0] = 0;
 	if (!path || !strcmp(path, "-"))
 		return dflt;
 	f = fopen(path, "we");
@@ -164,7 +179,46 @@ FILE *tp_cli_out_open(const char *cmd, const char *path, FILE *dflt)
 	return f;
 }
 
-int tp_cli_out_close(const char *cmd, FILE *f, const char *path)
+FILE *tp_cli_result_open(const char *cmd, const char *path, FILE *dflt)
+{
+	struct stat st;
+	bool exists;
+	mode_t mask;
+	FILE *f;
+	int fd;
+
+	out_tmp[0] = 0;
+	if (!path || !strcmp(path, "-"))
+		return dflt;
+	exists = !stat(path, &st);
+	if (exists ? !S_ISREG(st.st_mode) : errno != ENOENT)
+		return tp_cli_out_open(cmd, path, dflt); /* a device, a pipe: written as it is */
+	if (snprintf(out_tmp, sizeof(out_tmp), "%s.XXXXXX", path) >= (int)sizeof(out_tmp)) {
+		out_tmp[0] = 0;
+		tp_cli_error(cmd, "-o %s: %s", path, strerror(ENAMETOOLONG));
+		return NULL;
+	}
+	fd = mkostemp(out_tmp, O_CLOEXEC);
+	if (fd < 0) {
+		tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
+		out_tmp[0] = 0;
+		return NULL;
+	}
+	/* the mode a plain creation would give, or the file's own */
+	mask = umask(0);
+	umask(mask);
+	fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask);
+	f = fdopen(fd, "w");
+	if (!f) {
+		tp_cli_error(cmd, "-o %s: %s", path, strerror(errno));
+		close(fd);
+		unlink(out_tmp);
+		out_tmp[0] = 0;
+	}
+	return f;
+}
+
+int tp_cli_out_close(const char *cmd, FILE *f, const char *path, bool keep)
 {
 	int err = 0;
 
@@ -173,6 +227,13 @@ int tp_cli_out_close(const char *cmd, FILE *f, const char *path)
 		err = errno ? errno : EIO;
 	if (f != stdout && f != stderr && fclose(f) && !err)
 		err = errno ? errno : EIO;
+	if (out_tmp[0]) {
+		if (err || !keep)
+			unlink(out_tmp);
+		else if (rename(out_tmp, path))
+			err = errno;
+		out_tmp[0] = 0;
+	}
 	if (!err)
 		return 0;
 	tp_cli_error(cmd, "%s: write error: %s",

@@ -30,19 +30,25 @@ struct cursor {
 	int clock_idx;
 	uint64_t disc_prev;
 	struct tp_trace_field *fields, *scratch;
+	char *text; /* text arrays of the current event, NUL-terminated (keep_text) */
+	size_t text_used, text_cap;
 	struct tp_trace_event ev;
 	bool has_ev, done;
-	int err; /* to report at the next tp_trace_reader_next */
+	int err;		   /* to report at the next tp_trace_reader_next */
+	uint64_t pkt_off, err_off; /* the current packet, and where reading stopped */
+	char *name;		   /* the stream's file, for messages */
 };
 
 struct tp_trace_reader {
 	struct tsdl *t;
 	struct cursor *cur;
 	size_t nr;
-	long last; /* cursor whose event was returned last */
+	long last;   /* cursor whose event was returned last */
+	long failed; /* cursor whose error was returned last */
 	bool primed;
 	uint64_t discarded;
 	char *metadata; /* owned copy, for directories */
+	char *unpacked; /* the text of packetized metadata */
 };
 
 static const char *display(const char *name)
@@ -109,92 +115,187 @@ static bool align_pos(uint64_t *pos, uint32_t align, uint64_t end)
 	return true;
 }
 
-/* Decode a flat struct (see check_struct in tsdl.c) at *pos, not past @end. */
+/* @bits bits at bit @at of @pkt: CTF packs little-endian fields from the low bit of each
+ * byte and big-endian ones from the high bit. */
+static uint64_t get_bits(const uint8_t *pkt, uint64_t at, unsigned int bits, bool be,
+			 bool is_signed)
+{
+	uint64_t v = 0;
+
+	if (at % 8 == 0 && bits % 8 == 0)
+		return get_int(pkt + at / 8, bits / 8, be, is_signed);
+	for (unsigned int i = 0; i < bits; i++) {
+		uint64_t b = at + i;
+
+		if (be)
+			v = (v << 1) | ((pkt[b / 8] >> (7 - b % 8)) & 1);
+		else
+			v |= (uint64_t)((pkt[b / 8] >> (b % 8)) & 1) << i;
+	}
+	if (is_signed && bits < 64 && (v >> (bits - 1)) & 1)
+		v |= ~0ull << bits;
+	return v;
+}
+
+static const char *enum_label(const struct rt_type *t, uint64_t v)
+{
+	for (uint32_t i = 0; i < t->nr_maps; i++) {
+		const struct rt_enum_map *m = &t->maps[i];
+
+		if (t->is_signed ? (int64_t)v >= (int64_t)m->lo && (int64_t)v <= (int64_t)m->hi
+				 : v >= m->lo && v <= m->hi)
+			return m->label;
+	}
+	return NULL;
+}
+
+/* Text (an array of UTF8/ASCII bytes) is copied NUL-terminated, so that it reads as a
+ * string; the room was reserved for the whole packet when it was loaded. */
+static const char *keep_text(struct cursor *c, const uint8_t *s, uint32_t *len)
+{
+	const uint8_t *nul = memchr(s, 0, *len);
+	char *t = c->text + c->text_used;
+
+	if (nul)
+		*len = (uint32_t)(nul - s);
+	memcpy(t, s, *len);
+	t[*len] = 0;
+	c->text_used += *len + 1u;
+	return t;
+}
+
+/* Decode a field of type @t named @name at bit *pos, not past bit @end, into out[*n...];
+ * @sib holds the decoded index of each field of the enclosing struct (sequence lengths and
+ * variant tags refer to them). */
+static int decode_type(struct tp_trace_reader *r, struct cursor *c, const struct rt_type *t,
+		       const char *name, const uint32_t *sib, const uint8_t *pkt, uint64_t *pos,
+		       uint64_t end, struct tp_trace_field *out, uint32_t *n, int depth)
+{
+	struct tp_trace_field *f;
+	const struct rt_type *e = t;
+
+	if (!align_pos(pos, t->align, end) || depth > 16)
+		return -EBADMSG;
+	if (t->kind == RT_STRUCT) {
+		uint32_t idx[TSDL_MAX_FIELDS];
+
+		for (uint32_t i = 0; i < t->nr_fields; i++) {
+			int err;
+
+			idx[i] = *n;
+			err = decode_type(r, c, t->fields[i].type, t->fields[i].name, idx, pkt, pos,
+					  end, out, n, depth + 1);
+			if (err)
+				return err;
+		}
+		return 0;
+	}
+	if (t->kind == RT_VARIANT) {
+		const struct tp_trace_field *tag = &out[sib[t->tag_field]];
+		const char *label = tag->label;
+
+		for (uint32_t i = 0; label && i < t->nr_fields; i++)
+			if (!strcmp(t->fields[i].name, label))
+				return decode_type(r, c, t->fields[i].type, t->fields[i].name, sib,
+						   pkt, pos, end, out, n, depth + 1);
+		return -EBADMSG; /* a tag value with no option */
+	}
+	f = &out[(*n)++];
+	memset(f, 0, sizeof(*f));
+	f->name = display(name);
+	if (t->kind == RT_INT) {
+		if (end - *pos < t->bits)
+			return -EBADMSG;
+		f->type = TP_TRACE_INT;
+		f->u = get_bits(pkt, *pos, t->bits, big_endian(r, t), t->is_signed);
+		*pos += t->bits;
+		/* a packet's end time is no reference for the narrow timestamps of its events */
+		if (t->clock >= 0 && strcmp(f->name, "timestamp_end"))
+			update_clock(c, t, f->u);
+		if (t->nr_maps)
+			f->label = enum_label(t, f->u);
+	} else if (t->kind == RT_FLOAT) {
+		uint64_t bits;
+
+		if (end - *pos < t->bits)
+			return -EBADMSG;
+		bits = get_bits(pkt, *pos, t->bits, big_endian(r, t), false);
+		f->type = TP_TRACE_FLOAT;
+		if (t->bits == 32) {
+			uint32_t b32 = (uint32_t)bits;
+			float x;
+
+			memcpy(&x, &b32, 4);
+			f->d = x;
+		} else {
+			memcpy(&f->d, &bits, 8);
+		}
+		*pos += t->bits;
+	} else if (t->kind == RT_STRING) {
+		const uint8_t *nul = memchr(pkt + *pos / 8, 0, (end - *pos) / 8);
+
+		if (!nul)
+			return -EBADMSG;
+		f->type = TP_TRACE_STRING;
+		f->str = (const char *)pkt + *pos / 8;
+		f->count = (uint32_t)(nul - (pkt + *pos / 8));
+		*pos += (f->count + 1ull) * 8;
+		return 0;
+	} else {
+		uint64_t count = t->length, bits;
+
+		e = t->elem;
+		if (t->kind == RT_SEQ) {
+			const struct tp_trace_field *len = &out[sib[t->len_field]];
+
+			if (len->type != TP_TRACE_INT || (len->is_signed && len->s < 0))
+				return -EBADMSG;
+			count = len->u;
+		}
+		bits = count * e->bits;
+		if (count > UINT32_MAX || (end - *pos) / e->bits < count)
+			return -EBADMSG;
+		f->type = t->kind == RT_SEQ ? TP_TRACE_SEQ : TP_TRACE_ARRAY;
+		if (t->kind == RT_SEQ && e->bits == 8 && !e->is_signed && e->base == 10 &&
+		    !e->is_text)
+			f->type = TP_TRACE_BYTES;
+		f->data = pkt + *pos / 8;
+		f->count = (uint32_t)count;
+		*pos += bits;
+		if (e->is_text && e->bits == 8 && c->text &&
+		    c->text_used + f->count + 1 <= c->text_cap) {
+			f->type = TP_TRACE_STRING;
+			f->str = keep_text(c, f->data, &f->count);
+			f->data = NULL;
+			return 0;
+		}
+	}
+	f->bits = e->bits;
+	f->base = e->base;
+	f->is_signed = e->is_signed;
+	f->big_endian = big_endian(r, e);
+	return 0;
+}
+
+/* Decode struct @st (NULL: nothing) at bit *pos into @out, flattened. */
 static int decode_struct(struct tp_trace_reader *r, struct cursor *c, const struct rt_type *st,
 			 const uint8_t *pkt, uint64_t *pos, uint64_t end,
 			 struct tp_trace_field *out)
 {
+	uint32_t n = 0;
+
 	if (!st)
 		return 0;
-	if (!align_pos(pos, st->align, end))
-		return -EBADMSG;
-	for (uint32_t i = 0; i < st->nr_fields; i++) {
-		const struct rt_type *t = st->fields[i].type, *e = t;
-		struct tp_trace_field *f = &out[i];
-
-		memset(f, 0, sizeof(*f));
-		f->name = display(st->fields[i].name);
-		if (!align_pos(pos, t->align, end))
-			return -EBADMSG;
-		if (t->kind == RT_INT) {
-			if (end - *pos < t->bits / 8u)
-				return -EBADMSG;
-			f->type = TP_TRACE_INT;
-			f->u = get_int(pkt + *pos, t->bits / 8u, big_endian(r, t), t->is_signed);
-			*pos += t->bits / 8u;
-			if (t->clock >= 0)
-				update_clock(c, t, f->u);
-		} else if (t->kind == RT_FLOAT) {
-			uint64_t bits;
-
-			if (end - *pos < t->bits / 8u)
-				return -EBADMSG;
-			bits = get_int(pkt + *pos, t->bits / 8u, big_endian(r, t), false);
-			f->type = TP_TRACE_FLOAT;
-			if (t->bits == 32) {
-				uint32_t b32 = (uint32_t)bits;
-				float x;
-
-				memcpy(&x, &b32, 4);
-				f->d = x;
-			} else {
-				memcpy(&f->d, &bits, 8);
-			}
-			*pos += t->bits / 8u;
-		} else if (t->kind == RT_STRING) {
-			const uint8_t *nul = memchr(pkt + *pos, 0, end - *pos);
-
-			if (!nul)
-				return -EBADMSG;
-			f->type = TP_TRACE_STRING;
-			f->str = (const char *)pkt + *pos;
-			f->count = (uint32_t)(nul - (pkt + *pos));
-			*pos += f->count + 1u;
-			continue;
-		} else {
-			uint64_t count = t->length, bytes;
-
-			e = t->elem;
-			if (t->kind == RT_SEQ) {
-				const struct tp_trace_field *len = &out[t->len_field];
-
-				if (len->is_signed && len->s < 0)
-					return -EBADMSG;
-				count = len->u;
-			}
-			bytes = count * (e->bits / 8u);
-			if (count > UINT32_MAX || end - *pos < bytes)
-				return -EBADMSG;
-			f->type = t->kind == RT_SEQ ? TP_TRACE_SEQ : TP_TRACE_ARRAY;
-			if (t->kind == RT_SEQ && e->bits == 8 && !e->is_signed && e->base == 10)
-				f->type = TP_TRACE_BYTES;
-			f->data = pkt + *pos;
-			f->count = (uint32_t)count;
-			*pos += bytes;
-		}
-		f->bits = e->bits;
-		f->base = e->base;
-		f->is_signed = e->is_signed;
-		f->big_endian = big_endian(r, e);
-	}
-	return 0;
+	return decode_type(r, c, st, "", NULL, pkt, pos, end, out, &n, 0);
 }
 
+/* The last field named @name of decoded struct @st: in LTTng's event headers the id and
+ * timestamp of the extended variant come after the compact id. */
 static const struct tp_trace_field *find(const struct rt_type *st, const struct tp_trace_field *f,
 					 const char *name)
 {
-	for (uint32_t i = 0; st && i < st->nr_fields; i++)
-		if (!strcmp(f[i].name, name))
+	for (uint32_t i = st ? st->nr_flat : 0; i-- > 0;)
+		if (f[i].name && !strcmp(f[i].name, name))
 			return &f[i];
 	return NULL;
 }
@@ -240,13 +341,15 @@ static int load_packet(struct tp_trace_reader *r, struct cursor *c)
 	const struct tp_trace_field *f;
 	const struct rt_type *ctx;
 	uint64_t rem = c->size - c->off, pos = 0, psize = rem, content;
+	uint64_t probe_bits;
 	uint64_t probe = rem < PROBE ? rem : PROBE;
 	const uint8_t *p = fetch(c, c->off, probe);
 	int err;
 
 	if (!p)
 		return -EIO;
-	err = decode_struct(r, c, t->packet_header, p, &pos, probe, c->scratch);
+	probe_bits = probe * 8;
+	err = decode_struct(r, c, t->packet_header, p, &pos, probe_bits, c->scratch);
 	if (err)
 		return err;
 	f = find_int(t->packet_header, c->scratch, "magic");
@@ -265,7 +368,7 @@ static int load_packet(struct tp_trace_reader *r, struct cursor *c)
 	if (!c->sc)
 		return -EBADMSG;
 	ctx = c->sc->packet_context;
-	err = decode_struct(r, c, ctx, p, &pos, probe, c->scratch);
+	err = decode_struct(r, c, ctx, p, &pos, probe_bits, c->scratch);
 	if (err)
 		return err;
 	if ((f = find_int(ctx, c->scratch, "packet_size"))) {
@@ -273,13 +376,11 @@ static int load_packet(struct tp_trace_reader *r, struct cursor *c)
 			return -EBADMSG;
 		psize = f->u / 8;
 	}
-	content = psize;
-	if ((f = find_int(ctx, c->scratch, "content_size"))) {
-		if (f->u % 8)
-			return -EBADMSG;
-		content = f->u / 8;
-	}
-	if (!psize || psize > rem || psize > MAX_READ_PACKET || content > psize || content < pos)
+	content = psize * 8; /* bits, as the positions in the packet */
+	if ((f = find_int(ctx, c->scratch, "content_size")))
+		content = f->u;
+	if (!psize || psize > rem || psize > MAX_READ_PACKET || content > psize * 8 ||
+	    content < pos)
 		return -EBADMSG;
 	if ((f = find_int(ctx, c->scratch, "events_discarded"))) {
 		/* A cumulative counter: the packet records what was lost since the last one. */
@@ -291,6 +392,15 @@ static int load_packet(struct tp_trace_reader *r, struct cursor *c)
 	p = fetch(c, c->off, psize);
 	if (!p)
 		return -EIO;
+	/* room for every text array of any event of this packet, and their NULs */
+	if (c->text_cap < psize + r->t->max_fields + 1) {
+		char *nt = realloc(c->text, psize + r->t->max_fields + 1);
+
+		if (!nt)
+			return -ENOMEM;
+		c->text = nt;
+		c->text_cap = psize + r->t->max_fields + 1;
+	}
 	c->pkt = p;
 	c->content = content;
 	c->pos = pos;
@@ -298,6 +408,20 @@ static int load_packet(struct tp_trace_reader *r, struct cursor *c)
 	return 0;
 }
 
+/* Cycles of a clock that is not 1 GHz to ns, truncated, computed in double precision as
+ * babeltrace2 does, so that both readers print the same time to the nanosecond. */
+static uint64_t cycles_ns(uint64_t freq, uint64_t cycles)
+{
+	double ns;
+
+	if (freq == 1000000000u)
+		return cycles;
+	ns = 1e9 * (double)cycles / (double)freq;
+	return ns >= (double)UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
+}
+
+/* The clock's offset is first normalised to whole seconds and fewer cycles than a second's
+ * (as CTF readers do); then seconds, offset cycles and the value are converted apart. */
 static int64_t to_ns(const struct tsdl *t, int idx, uint64_t cycles)
 {
 	const struct tsdl_clock *k;
@@ -306,8 +430,8 @@ static int64_t to_ns(const struct tsdl *t, int idx, uint64_t cycles)
 	if (idx < 0 || (uint32_t)idx >= t->nr_clocks)
 		return (int64_t)cycles;
 	k = &t->clocks[idx];
-	ns = (__int128)k->offset_s * 1000000000 +
-	     ((__int128)k->offset + cycles) * 1000000000 / (__int128)k->freq;
+	ns = ((__int128)k->offset_s + (__int128)(k->offset / k->freq)) * 1000000000 +
+	     cycles_ns(k->freq, k->offset % k->freq) + cycles_ns(k->freq, cycles);
 	if (ns < 0)
 		return 0;
 	return ns > INT64_MAX ? INT64_MAX : (int64_t)ns;
@@ -321,6 +445,7 @@ static int decode_event(struct tp_trace_reader *r, struct cursor *c)
 	uint64_t start = c->pos, id = 0;
 	int err;
 
+	c->text_used = 0;
 	err = decode_struct(r, c, sc->event_header, c->pkt, &c->pos, c->content, c->scratch);
 	if (err)
 		return err;
@@ -352,7 +477,7 @@ static int decode_event(struct tp_trace_reader *r, struct cursor *c)
 	c->ev.cycles = c->clock;
 	c->ev.ts = (uint64_t)to_ns(r->t, c->clock_idx, c->clock);
 	c->ev.fields = c->fields;
-	c->ev.nr_fields = ec->fields ? ec->fields->nr_fields : 0;
+	c->ev.nr_fields = ec->fields ? ec->fields->nr_flat : 0;
 	return 0;
 }
 
@@ -369,6 +494,7 @@ static void advance(struct tp_trace_reader *r, struct cursor *c)
 				c->done = true;
 				return;
 			}
+			c->pkt_off = c->off;
 			err = load_packet(r, c);
 		} else {
 			err = decode_event(r, c);
@@ -379,6 +505,7 @@ static void advance(struct tp_trace_reader *r, struct cursor *c)
 		}
 		if (err) {
 			c->err = err;
+			c->err_off = c->pkt ? c->pkt_off + c->pos / 8 : c->pkt_off;
 			c->done = true;
 		}
 	}
@@ -403,6 +530,7 @@ int tp_trace_reader_next(struct tp_trace_reader *r, const struct tp_trace_event 
 			int err = c->err;
 
 			c->err = 0;
+			r->failed = (long)i;
 			return err;
 		}
 		if (c->has_ev && (best < 0 || c->ev.ts < r->cur[best].ev.ts))
@@ -413,6 +541,17 @@ int tp_trace_reader_next(struct tp_trace_reader *r, const struct tp_trace_event 
 	r->last = best;
 	*ev = &r->cur[best].ev;
 	return 1;
+}
+
+const char *tp_trace_reader_error_at(const struct tp_trace_reader *r, uint64_t *offset)
+{
+	const struct cursor *c;
+
+	if (r->failed < 0)
+		return NULL;
+	c = &r->cur[r->failed];
+	*offset = c->err_off;
+	return c->name;
 }
 
 uint64_t tp_trace_reader_discarded(const struct tp_trace_reader *r)
@@ -434,34 +573,92 @@ void tp_trace_reader_close(struct tp_trace_reader *r)
 			close(r->cur[i].fd);
 		free(r->cur[i].buf);
 		free(r->cur[i].fields);
+		free(r->cur[i].text);
+		free(r->cur[i].name);
 	}
 	free(r->cur);
 	tp_trace_tsdl_free(r->t);
 	free(r->metadata);
+	free(r->unpacked);
 	free(r);
+}
+
+/* Packetized metadata, as LTTng writes it: packets of a 37-byte header (magic, uuid,
+ * checksum, content and packet sizes in bits, compression, encryption and checksum schemes,
+ * major, minor) followed by TSDL text.  The text of every packet, joined, in @out. */
+#define META_MAGIC 0x75d11d57u
+#define META_HEADER 37u
+
+static int unpack_metadata(const char *m, size_t len, char **out, size_t *out_len)
+{
+	const uint8_t *b = (const uint8_t *)m;
+	bool be = get_int(b, 4, true, false) == META_MAGIC;
+	size_t off = 0, n = 0;
+	char *text = malloc(len + 1);
+
+	if (!text)
+		return -ENOMEM;
+	while (off < len) {
+		uint64_t content, psize;
+
+		if (len - off < META_HEADER || get_int(b + off, 4, be, false) != META_MAGIC)
+			goto bad;
+		content = get_int(b + off + 24, 4, be, false);
+		psize = get_int(b + off + 28, 4, be, false);
+		if (content % 8 || psize % 8 || content / 8 < META_HEADER || content > psize)
+			goto bad;
+		if (b[off + 32] || b[off + 33] || b[off + 34]) {
+			free(text);
+			return -ENOTSUP; /* compressed, encrypted or checksummed */
+		}
+		content /= 8;
+		psize /= 8;
+		if (content > len - off)
+			goto bad;
+		memcpy(text + n, m + off + META_HEADER, content - META_HEADER);
+		n += content - META_HEADER;
+		off += psize < len - off ? psize : len - off;
+	}
+	text[n] = 0;
+	*out = text;
+	*out_len = n;
+	return 0;
+bad:
+	free(text);
+	return -EINVAL;
 }
 
 static int reader_new(const char *metadata, size_t len, size_t nr, struct tp_trace_reader **out)
 {
 	struct tp_trace_reader *r;
+	char *unpacked = NULL;
 	int err;
 
-	/* Packetized metadata (LTTng's binary framing) is not in our subset. */
-	if (len >= 4 && !memcmp(metadata, "\x57\x1d\xd1\x75", 4))
-		return -ENOTSUP;
 	if (nr > MAX_STREAMS)
 		return -E2BIG;
+	if (len >= 4 && (!memcmp(metadata, "\x57\x1d\xd1\x75", 4) ||
+			 !memcmp(metadata, "\x75\xd1\x1d\x57", 4))) {
+		err = unpack_metadata(metadata, len, &unpacked, &len);
+		if (err)
+			return err;
+		metadata = unpacked;
+	}
 	r = calloc(1, sizeof(*r));
-	if (!r)
+	if (!r) {
+		free(unpacked);
 		return -ENOMEM;
-	r->last = -1;
+	}
+	r->unpacked = unpacked;
+	r->last = r->failed = -1;
 	r->cur = calloc(nr ? nr : 1, sizeof(*r->cur));
 	if (!r->cur) {
+		free(unpacked);
 		free(r);
 		return -ENOMEM;
 	}
 	err = tp_trace_tsdl_parse(metadata, len, &r->t);
 	if (err) {
+		free(unpacked);
 		free(r->cur);
 		free(r);
 		return err;
@@ -614,7 +811,9 @@ int tp_trace_reader_open(const char *dir, struct tp_trace_reader **out)
 		struct stat st;
 		struct cursor *c = &r->cur[i];
 
-		c->fd = openat(dirfd, names[i], O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		c->name = names[i];
+		names[i] = NULL;
+		c->fd = openat(dirfd, c->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		if (c->fd < 0 || fstat(c->fd, &st)) {
 			err = -errno;
 			goto out;

@@ -333,7 +333,8 @@ struct tp_trace_field {
 		int64_t s;
 		double d; /* FLOAT (a binary32 is widened) */
 	};
-	const char *str;     /* STRING */
+	const char *label;   /* INT of an enumeration: the value's label, or NULL */
+	const char *str;     /* STRING (also text arrays: NUL-terminated copies) */
 	const uint8_t *data; /* BYTES, ARRAY, SEQ: raw elements, see tp_trace_field_elem */
 	uint32_t count;	     /* BYTES: length; ARRAY, SEQ: element count */
 	bool big_endian;
@@ -367,9 +368,13 @@ int tp_trace_reader_open_mem(const char *metadata, size_t len,
 			     const struct tp_trace_mem_stream *streams, size_t nr_streams,
 			     struct tp_trace_reader **out);
 void tp_trace_reader_close(struct tp_trace_reader *r);
-/* 1 with *ev valid until the next call, 0 at the end, -errno on malformed input. Events of
- * all streams come in timestamp order. */
+/* 1 with *ev valid until the next call, 0 at the end, -errno on malformed input (once per
+ * bad stream; the others can still be read). Events of all streams come in timestamp order. */
 int tp_trace_reader_next(struct tp_trace_reader *r, const struct tp_trace_event **ev);
+/* After tp_trace_reader_next returned -errno: the stream file it came from (NULL for a
+ * trace in memory) and, in *offset, the byte where its reading stopped.  Only that stream
+ * ends: the next calls go on with the others. */
+const char *tp_trace_reader_error_at(const struct tp_trace_reader *r, uint64_t *offset);
 /* Events the producers discarded, as recorded by the packets read so far. */
 uint64_t tp_trace_reader_discarded(const struct tp_trace_reader *r);
 size_t tp_trace_reader_nr_streams(const struct tp_trace_reader *r);

@@ -4,6 +4,7 @@
 #include "trace/tsdl.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,8 +55,6 @@ static int parse_integer(struct tsdl_parser *p, struct rt_type *t)
 		if (!strcmp(key, "size")) {
 			if (v.kind != T_NUM || v.neg || v.num == 0 || v.num > 64)
 				return tp_trace_tsdl_fail(p, -EINVAL);
-			if (v.num != 8 && v.num != 16 && v.num != 32 && v.num != 64)
-				return tp_trace_tsdl_fail(p, -ENOTSUP); /* bit fields */
 			t->bits = (uint8_t)v.num;
 		} else if (!strcmp(key, "align")) {
 			if (v.kind != T_NUM || v.neg || !v.num || (v.num & (v.num - 1)) ||
@@ -77,16 +76,18 @@ static int parse_integer(struct tsdl_parser *p, struct rt_type *t)
 		} else if (!strcmp(key, "map")) {
 			if (v.kind != T_IDENT || (t->clock = find_clock(p, v.text)) < 0)
 				return tp_trace_tsdl_fail(p, -EINVAL);
-		} else if (strcmp(key, "encoding")) {
+		} else if (!strcmp(key, "encoding")) {
+			t->is_text = v.kind == T_IDENT &&
+				     (!strcmp(v.text, "UTF8") || !strcmp(v.text, "ASCII"));
+		} else {
 			return tp_trace_tsdl_fail(p, -ENOTSUP);
 		}
 	}
 	tp_trace_lex_next(p);
 	if (!t->bits)
 		return tp_trace_tsdl_fail(p, -EINVAL);
-	if (align && align < 8)
-		return tp_trace_tsdl_fail(p, -ENOTSUP); /* bit-packed fields */
-	t->align = align ? (uint32_t)(align / 8) : 1;
+	/* CTF's default: byte-aligned when the size is whole bytes, else packed. */
+	t->align = align ? (uint32_t)align : t->bits % 8 ? 1 : 8;
 	return 0;
 }
 
@@ -139,7 +140,7 @@ static int parse_float(struct tsdl_parser *p, struct rt_type *t)
 		return tp_trace_tsdl_fail(p, exp && mant ? -ENOTSUP : -EINVAL);
 	if (align && align < 8)
 		return tp_trace_tsdl_fail(p, -ENOTSUP);
-	t->align = align ? (uint32_t)(align / 8) : 1;
+	t->align = align ? (uint32_t)align : 8;
 	return 0;
 }
 
@@ -220,6 +221,37 @@ static int parse_dims(struct tsdl_parser *p, struct rt_type **type, const struct
 	return 0;
 }
 
+/* How many decoded fields a field of type @t takes: nested structs are flattened, and a
+ * variant takes as many as its largest option. */
+static uint32_t flat_count(const struct rt_type *t)
+{
+	return t->kind == RT_STRUCT || t->kind == RT_VARIANT ? t->nr_flat : 1;
+}
+
+/* A variant names its tag: bind it to the enumeration among the fields before it (a copy
+ * of the type, since a variant type may be shared through an alias). */
+static int bind_tag(struct tsdl_parser *p, struct rt_type **ft, const struct rt_field *prev,
+		    uint32_t nr_prev)
+{
+	struct rt_type *v;
+	uint32_t i;
+
+	if (!(*ft)->tag_name)
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	for (i = 0; i < nr_prev && strcmp(prev[i].name, (*ft)->tag_name); i++)
+		;
+	if (i == nr_prev)
+		return tp_trace_tsdl_fail(p, -ENOTSUP); /* a tag outside this struct */
+	if (prev[i].type->kind != RT_INT || !prev[i].type->maps)
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	if (!(v = tp_trace_tsdl_alloc(p, sizeof(*v))))
+		return p->err;
+	*v = **ft;
+	v->tag_field = i;
+	*ft = v;
+	return 0;
+}
+
 static int parse_struct_body(struct tsdl_parser *p, struct rt_type *t)
 {
 	struct rt_field fields[64], *all = fields;
@@ -255,8 +287,15 @@ static int parse_struct_body(struct tsdl_parser *p, struct rt_type *t)
 		}
 		all[n].name = tp_trace_tsdl_dup(p, p->text);
 		tp_trace_lex_next(p);
+		if (ft->kind == RT_VARIANT && bind_tag(p, &ft, all, n))
+			goto out;
 		if (parse_dims(p, &ft, all, n) || tp_trace_lex_expect(p, ';'))
 			goto out;
+		if (t->nr_flat + flat_count(ft) > TSDL_MAX_FIELDS) {
+			err = tp_trace_tsdl_fail(p, -EINVAL);
+			goto out;
+		}
+		t->nr_flat += flat_count(ft);
 		all[n++].type = ft;
 		if (ft->align > t->align)
 			t->align = ft->align;
@@ -266,8 +305,8 @@ static int parse_struct_body(struct tsdl_parser *p, struct rt_type *t)
 	t->fields = tp_trace_tsdl_alloc(p, (n ? n : 1) * sizeof(*all));
 	if (t->fields)
 		memcpy(t->fields, all, n * sizeof(*all));
-	if (n > p->t->max_fields)
-		p->t->max_fields = n;
+	if (t->nr_flat > p->t->max_fields)
+		p->t->max_fields = t->nr_flat;
 out:
 	if (all != fields)
 		free(all);
@@ -302,10 +341,10 @@ static int parse_struct(struct tsdl_parser *p, struct rt_type **out)
 	if (tp_trace_lex_is_word(p, "align")) {
 		tp_trace_lex_next(p);
 		if (tp_trace_lex_expect(p, '(') || p->kind != T_NUM || !p->num ||
-		    (p->num & (p->num - 1)) || p->num > 512 || p->num < 8)
+		    (p->num & (p->num - 1)) || p->num > 512)
 			return tp_trace_tsdl_fail(p, -EINVAL);
-		if (p->num / 8 > t->align)
-			t->align = (uint32_t)(p->num / 8);
+		if (p->num > t->align)
+			t->align = (uint32_t)p->num;
 		tp_trace_lex_next(p);
 		if (tp_trace_lex_expect(p, ')'))
 			return p->err;
@@ -314,6 +353,180 @@ static int parse_struct(struct tsdl_parser *p, struct rt_type **out)
 		return p->err;
 	*out = t;
 	return 0;
+}
+
+/* The longest run of words at the cursor that names an alias ("unsigned long"), the cursor
+ * left after it; NULL (cursor unmoved) when none does. */
+static struct tsdl_alias *find_multiword_alias(struct tsdl_parser *p)
+{
+	struct tsdl_parser start = *p, after;
+	struct tsdl_alias *best = NULL, *a;
+	char name[TSDL_TOK_MAX + 1];
+	size_t n = 0;
+
+	for (int words = 0; words < 4 && p->kind == T_IDENT; words++) {
+		size_t w = strlen(p->text);
+
+		if (n + (n ? 1 : 0) + w > TSDL_TOK_MAX)
+			break;
+		if (n)
+			name[n++] = ' ';
+		memcpy(name + n, p->text, w + 1);
+		n += w;
+		tp_trace_lex_next(p);
+		if ((a = find_alias(p, name))) {
+			best = a;
+			after = *p;
+		}
+	}
+	*p = best ? after : start;
+	return best;
+}
+
+/* enum [NAME] [: CONTAINER] { LABEL [= V [... W]], ... }: an integer with labels. */
+static int parse_enum(struct tsdl_parser *p, struct rt_type **out)
+{
+	char name[TSDL_TOK_MAX + 8] = "";
+	struct rt_enum_map maps[256], *all = maps;
+	struct rt_type *base = NULL, *t;
+	uint32_t n = 0, cap = 256;
+	uint64_t next = 0;
+	int err = 0;
+
+	tp_trace_lex_next(p);
+	if (p->kind == T_IDENT) {
+		snprintf(name, sizeof(name), "enum %s", p->text);
+		tp_trace_lex_next(p);
+	}
+	if (tp_trace_lex_is_punct(p, 'c')) {
+		tp_trace_lex_next(p);
+		if (parse_type(p, &base))
+			return p->err;
+	} else if (name[0] && !tp_trace_lex_is_punct(p, '{')) {
+		struct tsdl_alias *a = find_alias(p, name);
+
+		if (!a)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		*out = a->type;
+		return 0;
+	} else {
+		struct tsdl_alias *a = find_alias(p, "int");
+
+		base = a ? a->type : NULL;
+	}
+	if (!base || base->kind != RT_INT)
+		return tp_trace_tsdl_fail(p, -EINVAL);
+	if (tp_trace_lex_expect(p, '{'))
+		return p->err;
+	while (!p->err && !tp_trace_lex_is_punct(p, '}')) {
+		struct tsdl_value lo, hi;
+
+		if (p->kind != T_IDENT && p->kind != T_STR) {
+			err = tp_trace_tsdl_fail(p, -EINVAL);
+			break;
+		}
+		if (n == cap) {
+			struct rt_enum_map *na;
+
+			if (cap == TSDL_MAX_EVENTS || !(na = malloc(cap * 2 * sizeof(*na)))) {
+				err = tp_trace_tsdl_fail(p, cap == TSDL_MAX_EVENTS ? -EINVAL
+										   : -ENOMEM);
+				break;
+			}
+			memcpy(na, all, n * sizeof(*na));
+			if (all != maps)
+				free(all);
+			all = na;
+			cap *= 2;
+		}
+		all[n].label = tp_trace_tsdl_dup(p, p->text);
+		all[n].lo = all[n].hi = next;
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_is_punct(p, '=')) {
+			tp_trace_lex_next(p);
+			if (tp_trace_lex_value(p, &lo) || lo.kind != T_NUM)
+				break;
+			all[n].lo = all[n].hi = lo.neg ? (uint64_t) - (int64_t)lo.num : lo.num;
+			if (tp_trace_lex_is_punct(p, '.')) {
+				for (int i = 0; i < 3; i++)
+					if (tp_trace_lex_expect(p, '.'))
+						break;
+				if (p->err || tp_trace_lex_value(p, &hi) || hi.kind != T_NUM)
+					break;
+				all[n].hi = hi.neg ? (uint64_t) - (int64_t)hi.num : hi.num;
+			}
+		}
+		next = all[n++].hi + 1;
+		if (!tp_trace_lex_is_punct(p, ','))
+			break;
+		tp_trace_lex_next(p);
+	}
+	if (!p->err && !err && !tp_trace_lex_expect(p, '}') &&
+	    (t = tp_trace_tsdl_alloc(p, sizeof(*t)))) {
+		*t = *base;
+		t->nr_maps = n;
+		t->maps = tp_trace_tsdl_alloc(p, (n ? n : 1) * sizeof(*all));
+		if (t->maps) {
+			memcpy(t->maps, all, n * sizeof(*all));
+			if (!name[0] || !add_alias(p, name, t))
+				*out = t;
+		}
+	}
+	if (!err && !p->err && !tp_trace_lex_is_punct(p, '}') && p->kind == T_EOF)
+		tp_trace_tsdl_fail(p, -EINVAL);
+	if (all != maps)
+		free(all);
+	return err ? err : p->err;
+}
+
+/* variant [NAME] [<TAG>] [{ options }]: the tag is bound by the enclosing struct. */
+static int parse_variant(struct tsdl_parser *p, struct rt_type **out)
+{
+	char name[TSDL_TOK_MAX + 16] = "", tag[TSDL_TOK_MAX + 1] = "";
+	struct rt_type *t, body = {.kind = RT_STRUCT, .align = 1};
+
+	tp_trace_lex_next(p);
+	if (p->kind == T_IDENT) {
+		snprintf(name, sizeof(name), "variant %s", p->text);
+		tp_trace_lex_next(p);
+	}
+	if (tp_trace_lex_is_punct(p, '<')) {
+		tp_trace_lex_next(p);
+		if (p->kind != T_IDENT)
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		strcpy(tag, p->text);
+		tp_trace_lex_next(p);
+		if (tp_trace_lex_is_punct(p, '.'))
+			return tp_trace_tsdl_fail(p, -ENOTSUP); /* a tag given by a path */
+		if (tp_trace_lex_expect(p, '>'))
+			return p->err;
+	}
+	if (!(t = tp_trace_tsdl_alloc(p, sizeof(*t))))
+		return p->err;
+	if (!tp_trace_lex_is_punct(p, '{')) {
+		struct tsdl_alias *a = name[0] ? find_alias(p, name) : NULL;
+
+		if (!a || !tag[0])
+			return tp_trace_tsdl_fail(p, -EINVAL);
+		*t = *a->type;
+	} else {
+		tp_trace_lex_next(p);
+		if (parse_struct_body(p, &body))
+			return p->err;
+		*t = body;
+		t->kind = RT_VARIANT;
+		/* every option starts where the variant does: the largest one counts */
+		t->nr_flat = 0;
+		for (uint32_t i = 0; i < t->nr_fields; i++)
+			if (flat_count(t->fields[i].type) > t->nr_flat)
+				t->nr_flat = flat_count(t->fields[i].type);
+		if (name[0] && add_alias(p, name, t))
+			return p->err;
+	}
+	t->tag_name = tag[0] ? tp_trace_tsdl_dup(p, tag) : NULL;
+	t->tag_field = UINT32_MAX;
+	*out = t;
+	return p->err;
 }
 
 static int parse_type(struct tsdl_parser *p, struct rt_type **out)
@@ -334,7 +547,7 @@ static int parse_type(struct tsdl_parser *p, struct rt_type **out)
 	} else if (tp_trace_lex_is_word(p, "string")) {
 		if ((t = tp_trace_tsdl_alloc(p, sizeof(*t)))) {
 			t->kind = RT_STRING;
-			t->align = 1;
+			t->align = 8;
 			*out = t;
 			tp_trace_lex_next(p);
 			if (tp_trace_lex_is_punct(p, '{')) {
@@ -355,15 +568,12 @@ static int parse_type(struct tsdl_parser *p, struct rt_type **out)
 		}
 	} else if (tp_trace_lex_is_word(p, "struct")) {
 		parse_struct(p, out);
-	} else if (p->kind == T_IDENT && (a = find_alias(p, p->text))) {
+	} else if (p->kind == T_IDENT && (a = find_multiword_alias(p))) {
 		*out = a->type;
-		tp_trace_lex_next(p);
-	} else if (p->kind == T_IDENT) {
-		/* enum, variant, unknown names. */
-		tp_trace_tsdl_fail(p, tp_trace_lex_is_word(p, "enum") ||
-					      tp_trace_lex_is_word(p, "variant")
-					  ? -ENOTSUP
-					  : -EINVAL);
+	} else if (tp_trace_lex_is_word(p, "enum")) {
+		parse_enum(p, out);
+	} else if (tp_trace_lex_is_word(p, "variant")) {
+		parse_variant(p, out);
 	} else {
 		tp_trace_tsdl_fail(p, -EINVAL);
 	}
@@ -589,7 +799,8 @@ static int parse_top(struct tsdl_parser *p)
 				t->events = ne;
 			}
 			t->events[t->nr_events++] = ev;
-		} else if (tp_trace_lex_is_word(p, "struct")) {
+		} else if (tp_trace_lex_is_word(p, "struct") || tp_trace_lex_is_word(p, "enum") ||
+			   tp_trace_lex_is_word(p, "variant")) {
 			struct rt_type *ty;
 
 			if (!parse_type(p, &ty))
@@ -601,24 +812,31 @@ static int parse_top(struct tsdl_parser *p)
 	return p->err;
 }
 
-/* The decoder handles flat structs of integers, floats, strings and arrays or sequences of
- * integers laid out without gaps. */
-static int check_struct(const struct rt_type *t)
+/* The decoder handles structs (nested ones and variants are flattened) of integers,
+ * floats, strings and arrays or sequences of byte-sized integers laid out without gaps. */
+static int check_struct(const struct rt_type *t, int depth)
 {
+	int err;
+
 	if (!t)
 		return 0;
-	if (t->kind != RT_STRUCT)
+	if ((t->kind != RT_STRUCT && t->kind != RT_VARIANT) || depth > MAX_DEPTH)
 		return -ENOTSUP;
+	if (t->kind == RT_VARIANT && t->tag_field == UINT32_MAX)
+		return -EINVAL; /* a variant outside a struct, or with no tag */
 	for (uint32_t i = 0; i < t->nr_fields; i++) {
 		const struct rt_type *f = t->fields[i].type;
 
 		if (f->kind == RT_ARRAY || f->kind == RT_SEQ) {
-			if (f->elem->kind != RT_INT || f->elem->align > f->elem->bits / 8)
+			const struct rt_type *e = f->elem;
+
+			if (e->kind != RT_INT || e->bits % 8 || e->align > e->bits || e->align < 8)
 				return -ENOTSUP;
 			if (f->kind == RT_SEQ && t->fields[f->len_field].type->kind != RT_INT)
 				return -EINVAL;
-		} else if (f->kind == RT_STRUCT) {
-			return -ENOTSUP;
+		} else if (f->kind == RT_STRUCT || f->kind == RT_VARIANT) {
+			if ((err = check_struct(f, depth + 1)))
+				return err;
 		}
 	}
 	return 0;
@@ -644,11 +862,12 @@ static int resolve(struct tsdl_parser *p)
 
 		if (tp_trace_tsdl_stream(t, s->id) != s)
 			return -EINVAL;
-		if ((err = check_struct(s->packet_context)) ||
-		    (err = check_struct(s->event_header)) || (err = check_struct(s->event_context)))
+		if ((err = check_struct(s->packet_context, 0)) ||
+		    (err = check_struct(s->event_header, 0)) ||
+		    (err = check_struct(s->event_context, 0)))
 			return err;
 	}
-	if ((err = check_struct(t->packet_header)))
+	if ((err = check_struct(t->packet_header, 0)))
 		return err;
 	for (uint32_t i = 0; i < t->nr_events; i++) {
 		struct tsdl_event *e = &t->events[i];
@@ -659,7 +878,7 @@ static int resolve(struct tsdl_parser *p)
 		s = tp_trace_tsdl_stream(t, e->stream_id);
 		if (!s || !e->name || e->id >= TSDL_MAX_EVENTS)
 			return -EINVAL;
-		if ((err = check_struct(e->fields)))
+		if ((err = check_struct(e->fields, 0)))
 			return err;
 		if (e->id >= s->nr_ids)
 			s->nr_ids = (uint32_t)e->id + 1;

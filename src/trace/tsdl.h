@@ -1,5 +1,7 @@
-/* The TSDL subset our reader understands: integers, IEEE-754 binary32/64 floating point,
- * strings, structs, fixed arrays and sequences; trace, env, clock, stream and event blocks.
+/* The TSDL subset our reader understands: integers (bit fields too), enumerations,
+ * IEEE-754 binary32/64 floating point, strings, structs, variants tagged by an enumeration
+ * of the same struct (what LTTng-UST's event headers use), fixed arrays and sequences of
+ * byte-sized integers; trace, env, clock, stream and event blocks.
  * Everything parsed here comes from an untrusted file, so sizes and nesting are bounded. */
 #ifndef TP_TRACE_TSDL_H
 #define TP_TRACE_TSDL_H
@@ -8,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum rt_kind { RT_INT, RT_STRING, RT_STRUCT, RT_ARRAY, RT_SEQ, RT_FLOAT };
+enum rt_kind { RT_INT, RT_STRING, RT_STRUCT, RT_ARRAY, RT_SEQ, RT_FLOAT, RT_VARIANT };
 
 struct rt_type;
 
@@ -17,21 +19,35 @@ struct rt_field {
 	struct rt_type *type;
 };
 
+/* One label of an enumeration: the values lo..hi (as signed or unsigned as the container). */
+struct rt_enum_map {
+	char *label;
+	uint64_t lo, hi;
+};
+
 struct rt_type {
 	enum rt_kind kind;
-	uint32_t align; /* bytes, a power of two */
-	/* RT_INT, RT_FLOAT (bits 32 or 64, IEEE-754) */
+	uint32_t align; /* bits, a power of two */
+	/* RT_INT (1..64 bits), RT_FLOAT (bits 32 or 64, IEEE-754) */
 	uint8_t bits, base;
 	uint8_t byte_order; /* 0: the trace's, 1: le, 2: be */
 	bool is_signed;
-	int clock; /* index in tsdl.clocks of the clock this integer maps to, or -1 */
-	/* RT_STRUCT */
+	bool is_text; /* RT_INT with encoding UTF8 or ASCII: arrays of it are text */
+	int clock;    /* index in tsdl.clocks of the clock this integer maps to, or -1 */
+	/* RT_INT of an enumeration */
+	struct rt_enum_map *maps;
+	uint32_t nr_maps;
+	/* RT_STRUCT; RT_VARIANT: its options, chosen by the label of the tag */
 	struct rt_field *fields;
 	uint32_t nr_fields;
+	uint32_t nr_flat; /* RT_STRUCT, RT_VARIANT: decoded fields, nested ones counted */
 	/* RT_ARRAY, RT_SEQ */
 	struct rt_type *elem;
 	uint32_t length;    /* RT_ARRAY */
 	uint32_t len_field; /* RT_SEQ: index of the length in the enclosing struct */
+	/* RT_VARIANT: the enumeration field of the enclosing struct that selects the option */
+	char *tag_name;
+	uint32_t tag_field; /* index in the enclosing struct, UINT32_MAX until bound */
 };
 
 struct tsdl_clock {
@@ -69,7 +85,7 @@ struct tsdl {
 	uint32_t nr_streams;
 	struct tsdl_event *events;
 	uint32_t nr_events;
-	uint32_t max_fields; /* largest field count of any struct */
+	uint32_t max_fields; /* largest decoded field count (nr_flat) of any struct */
 	struct tsdl_arena *arena;
 };
 

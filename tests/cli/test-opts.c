@@ -70,10 +70,39 @@ int main(void)
 	f = tp_cli_out_open("x", "/dev/full", stdout);
 	if (f) {
 		fputs("more than nothing\n", f);
-		is_int(tp_cli_out_close("x", f, "/dev/full"), 1, "a write error is status 1");
+		is_int(tp_cli_out_close("x", f, "/dev/full", true), 1, "a write error is status 1");
 		ok(nerrors == 1 && strstr(last, "/dev/full"), "... with one line naming the file");
 		nerrors = 0;
 	}
+
+	/* a result replaces its file only when kept */
+	snprintf(path, sizeof(path), "%s/result", dir);
+	f = tp_cli_result_open("x", path, stdout);
+	ok(f && access(path, F_OK) != 0, "a new result is not at its name while written");
+	if (f) {
+		fputs("first\n", f);
+		is_int(tp_cli_out_close("x", f, path, false), 0, "a result dropped: status 0");
+		ok(access(path, F_OK) != 0, "... and no file at all");
+	}
+	f = tp_cli_result_open("x", path, stdout);
+	if (f) {
+		fputs("kept\n", f);
+		is_int(tp_cli_out_close("x", f, path, true), 0, "a result kept: status 0");
+	}
+	f = tp_cli_result_open("x", path, stdout);
+	if (f) {
+		char buf[16] = "";
+		FILE *r;
+
+		fputs("dropped\n", f);
+		tp_cli_out_close("x", f, path, false);
+		r = fopen(path, "r");
+		ok(r && fgets(buf, sizeof(buf), r) && !strcmp(buf, "kept\n"),
+		   "a dropped result leaves the earlier file as it was");
+		if (r)
+			fclose(r);
+	}
+	unlink(path);
 
 	snprintf(path, sizeof(path), "%s/nothing-here", dir);
 	refused(tp_cli_trace_open(&t, "dump", path, true), path, "trace DIR that does not exist");

@@ -120,6 +120,25 @@ def check_dump(prog, tmp):
         rc, n, err = bt2_count(trace)
         is_eq((rc, n), (0, len(lines)), "babeltrace2 counts as many events as dump prints")
 
+    if BT2:
+        # A clock that is not 1 GHz, with an offset of more than a second of cycles: the
+        # times are those babeltrace2 prints, to the nanosecond.
+        odd = os.path.join(tmp, "odd-clock")
+        shutil.copytree(trace, odd)
+        with open(os.path.join(odd, "metadata")) as f:
+            meta = f.read()
+        meta, n = re.subn(r"freq = \d+;", "freq = 2399987651;", meta)
+        meta = re.sub(r"offset = \d+;", "offset = 7777777777777;", meta)
+        with open(os.path.join(odd, "metadata"), "w") as f:
+            f.write(meta)
+        got = [json.loads(x)["ts"] for x in run("dump", "--json", odd).stdout.splitlines()]
+        b = subprocess.run([BT2, "--clock-seconds", odd], capture_output=True, text=True)
+        want = [int(m.group(1)) * 10**9 + int(m.group(2))
+                for m in re.finditer(r"^\[(\d+)\.(\d{9})\]", b.stdout, re.M)]
+        ok(n == 1 and got == want and len(want) == info["events"],
+           "dump: times of a 2.4 GHz clock equal babeltrace2's to the nanosecond",
+           f"{n} clocks; dump {got[:3]}, babeltrace2 {want[:3]}")
+
     out = os.path.join(tmp, "dump.json")
     p = run("dump", "--json", "-o", out, trace)
     is_eq((p.returncode, p.stdout, p.stderr), (0, "", ""), "dump --json -o FILE")
@@ -368,6 +387,42 @@ def check_errors(prog, tmp):
     out = os.path.join(tmp, "cut.json")
     one_line_error(run("export", "-o", out, cut), "export", "export -o OUT: a truncated stream")
     ok(not os.path.exists(out), "... and no half-written output file")
+    # An existing output file survives a failed run, and keeps its mode when replaced.
+    keep_dir = os.path.join(tmp, "outs")
+    os.mkdir(keep_dir)
+    keep = os.path.join(keep_dir, "precious.json")
+    with open(keep, "w") as f:
+        f.write("precious\n")
+    os.chmod(keep, 0o640)
+    runs = [run("export", "-o", keep, cut), run("export", "-o", keep, bad),
+            run("dump", "-o", keep, bad), run("report", "-o", keep, bad)]
+    with open(keep) as f:
+        kept = f.read()
+    ok(all(p.returncode == 2 for p in runs) and kept == "precious\n" and
+       os.listdir(keep_dir) == ["precious.json"],
+       "failed export/dump/report -o FILE leave an existing FILE as it was, no temporary file",
+       [(p.returncode, p.stderr) for p in runs] + [kept, os.listdir(keep_dir)])
+    p = run("export", "-o", keep, good)
+    ok(p.returncode == 0 and json.load(open(keep))["traceEvents"] and
+       (os.stat(keep).st_mode & 0o777) == 0o640 and os.listdir(keep_dir) == ["precious.json"],
+       "a successful export replaces FILE, keeping its mode", p.stderr)
+
+    # dump salvages: the other streams' events are all shown, the bad stream's up to the cut
+    def events(p):
+        # rel_ns counts from the first event shown, which the cut may remove
+        return [{k: v for k, v in json.loads(x).items() if k != "rel_ns"}
+                for x in p.stdout.splitlines()]
+    whole = events(run("dump", "--json", good))
+    p = run("dump", "--json", cut)
+    part = events(p)
+    streams = {e["stream"] for e in whole}
+    others = [e for e in whole if e["stream"] != 0]
+    ok(len(streams) > 1 and [e for e in part if e["stream"] != 0] == others and
+       all(e in whole for e in part) and len(part) < len(whole),
+       "dump of a trace with a truncated stream shows every event of the other streams",
+       f"streams {streams}, {len(part)} of {len(whole)} events")
+    one_line_error(p, "dump", "... and names the stream and the offset where it stopped",
+                   r"corrupt trace: stream stream_0 at offset \d+: .*other streams are read")
 
     maps = os.path.join(tmp, "plain-maps")
     shutil.copytree(good, maps)

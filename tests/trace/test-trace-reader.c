@@ -179,12 +179,17 @@ static void test_lies(void)
 	is_int(corrupt(TP_PKT_CONTENT_SIZE, &v, 8), -EBADMSG, "content ending inside a string");
 }
 
-static int meta_err(const char *text)
+static int meta_err_len(const char *text, size_t len)
 {
 	int err;
 
-	read_all(text, strlen(text), stream, 0, &err);
+	read_all(text, len, stream, 0, &err);
 	return err;
+}
+
+static int meta_err(const char *text)
+{
+	return meta_err_len(text, strlen(text));
 }
 
 #define HEAD "/* CTF 1.8 */ trace { major = 1; minor = 8; byte_order = le; };\n"
@@ -201,10 +206,13 @@ static void test_bad_tsdl(void)
 			     "exp_dig = 5; mant_dig = 11; } f; }; };"),
 	       -ENOTSUP, "binary16 floating point: not in our subset");
 	is_int(meta_err(HEAD "event { name = x; fields := struct { variant <t> { } v; }; };"),
-	       -ENOTSUP, "variant: not in our subset");
-	is_int(
-	    meta_err(HEAD "event { name = x; fields := struct { integer { size = 12; } f; }; };"),
-	    -ENOTSUP, "bit fields: not in our subset");
+	       -ENOTSUP, "variant whose tag is not a field of its struct");
+	is_int(meta_err(HEAD "event { name = x; fields := struct { integer { size = 8; } t; "
+			     "variant <t> { string s; } v; }; };"),
+	       -EINVAL, "variant tagged by an integer that is not an enumeration");
+	is_int(meta_err(HEAD "event { name = x; fields := struct { integer { size = 12; } f[2]; "
+			     "}; };"),
+	       -ENOTSUP, "array of bit fields: not in our subset");
 	is_int(meta_err(HEAD "event { name = x }; "), -EINVAL, "missing semicolon");
 	is_int(meta_err(HEAD "/* unterminated"), -EINVAL, "unterminated comment");
 	is_int(meta_err(HEAD "event { name = \"x; };"), -EINVAL, "unterminated string");
@@ -219,7 +227,7 @@ static void test_bad_tsdl(void)
 	is_int(meta_err(HEAD "event { name = x; stream_id = 5; };"), -EINVAL,
 	       "event of an unknown stream");
 	is_int(meta_err("trace { major = 2; };"), -ENOTSUP, "CTF 2");
-	is_int(meta_err("\x57\x1d\xd1\x75 packetized"), -ENOTSUP, "packetized metadata");
+	is_int(meta_err("\x57\x1d\xd1\x75 packetized"), -EINVAL, "truncated packetized metadata");
 	is_int(meta_err(HEAD "typealias integer { size = 8; map = clock.nope.value; } := t;"),
 	       -EINVAL, "map to an unknown clock");
 	strcpy(bomb, HEAD "event { name = x; fields := ");
@@ -323,6 +331,109 @@ static void test_foreign(void)
 	tp_trace_reader_close(r);
 }
 
+/* Bit fields, an enumeration and the variant it tags (as in LTTng's event headers), first as
+ * plain metadata, then as packetized metadata split over two packets. */
+static const char bits_meta[] =
+    HEAD "event { name = bits; fields := struct {\n"
+	 "  integer { size = 5; } a; integer { size = 3; } b;\n"
+	 "  integer { size = 12; signed = true; } c; integer { size = 4; } d;\n"
+	 "  enum : integer { size = 8; } { x = 1, y = 2 ... 5, z } e;\n"
+	 "  variant <e> { integer { size = 16; } x; string y; integer { size = 8; } z; } v;\n"
+	 "}; };\n";
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static size_t packetize(const char *text, size_t len, uint8_t *out)
+{
+	size_t half = len / 2, n = 0;
+
+	for (int k = 0; k < 2; k++) {
+		size_t part = k ? len - half : half, psize = 37 + part + 11;
+
+		memset(out + n, 0, psize);
+		put_le32(out + n, 0x75d11d57);
+		put_le32(out + n + 24, (uint32_t)(37 + part) * 8);
+		put_le32(out + n + 28, (uint32_t)psize * 8);
+		out[n + 35] = 1;
+		out[n + 36] = 8;
+		memcpy(out + n + 37, text + (k ? half : 0), part);
+		n += psize;
+	}
+	return n;
+}
+
+static void check_bits(const char *m, size_t ml, const char *how)
+{
+	/* a=0x13 b=5 | c=-3 (0xffd) d=9 | e=3 (y): "hi" || a=b=c=d=0 | e=1 (x): 0x1234 | e=6 (z) */
+	static const uint8_t s[] = {0xb3, 0xfd, 0x9f, 0x03, 'h',  'i',	0,    0x00, 0x00,
+				    0x00, 0x01, 0x34, 0x12, 0x00, 0x00, 0x00, 0x06, 0x2a};
+	struct tp_trace_mem_stream ms = {s, sizeof(s)};
+	struct tp_trace_reader *r;
+	const struct tp_trace_event *ev;
+	const struct tp_trace_field *f;
+
+	int err = tp_trace_reader_open_mem(m, ml, &ms, 1, &r);
+
+	is_int(err, 0, "%s: opens", how);
+	if (err)
+		return;
+	is_int(tp_trace_reader_next(r, &ev), 1, "%s: first event", how);
+	ok((f = tp_trace_event_field(ev, "a")) && f->u == 0x13, "%s: 5-bit field", how);
+	ok((f = tp_trace_event_field(ev, "b")) && f->u == 5, "%s: 3-bit field after it", how);
+	ok((f = tp_trace_event_field(ev, "c")) && f->s == -3, "%s: signed 12 bits across bytes",
+	   how);
+	ok((f = tp_trace_event_field(ev, "d")) && f->u == 9, "%s: 4-bit field", how);
+	ok((f = tp_trace_event_field(ev, "e")) && f->u == 3 && f->label && !strcmp(f->label, "y"),
+	   "%s: enumeration value in a range has its label", how);
+	ok((f = tp_trace_event_field(ev, "y")) && f->type == TP_TRACE_STRING &&
+	       !strcmp(f->str, "hi") && !tp_trace_event_field(ev, "x"),
+	   "%s: the variant's option is the one the label names", how);
+	is_int(tp_trace_reader_next(r, &ev), 1, "%s: second event", how);
+	ok((f = tp_trace_event_field(ev, "x")) && f->u == 0x1234 && !tp_trace_event_field(ev, "y"),
+	   "%s: another option for another tag", how);
+	is_int(tp_trace_reader_next(r, &ev), 1, "%s: third event", how);
+	ok((f = tp_trace_event_field(ev, "e")) && f->label && !strcmp(f->label, "z") &&
+	       (f = tp_trace_event_field(ev, "z")) && f->u == 0x2a,
+	   "%s: a label without a value follows the previous one", how);
+	is_int(tp_trace_reader_next(r, &ev), 0, "%s: end of trace", how);
+	tp_trace_reader_close(r);
+}
+
+static void test_bits(void)
+{
+	static const char be_meta[] =
+	    "trace { major = 1; minor = 8; byte_order = be; };\n"
+	    "event { name = b; fields := struct { integer { size = 5; } a; "
+	    "integer { size = 3; } b; integer { size = 8; } c; }; };\n";
+	static const uint8_t be_s[] = {0x9d, 0x7e};
+	struct tp_trace_mem_stream ms = {be_s, sizeof(be_s)};
+	uint8_t packed[2048];
+	size_t n;
+	struct tp_trace_reader *r = NULL;
+	const struct tp_trace_event *ev;
+	const struct tp_trace_field *f;
+
+	check_bits(bits_meta, strlen(bits_meta), "plain metadata");
+	n = packetize(bits_meta, strlen(bits_meta), packed);
+	check_bits((const char *)packed, n, "packetized metadata");
+	packed[32] = 1; /* compression scheme */
+	is_int(meta_err_len((const char *)packed, n), -ENOTSUP,
+	       "compressed packetized metadata: not in our subset");
+	is_int(tp_trace_reader_open_mem(be_meta, strlen(be_meta), &ms, 1, &r), 0,
+	       "big-endian bit fields open");
+	if (r) {
+		ok(tp_trace_reader_next(r, &ev) == 1 && (f = tp_trace_event_field(ev, "a")) &&
+		       f->u == 0x13 && (f = tp_trace_event_field(ev, "b")) && f->u == 5 &&
+		       (f = tp_trace_event_field(ev, "c")) && f->u == 0x7e,
+		   "big-endian bit fields are packed from the high bit");
+		tp_trace_reader_close(r);
+	}
+}
+
 int main(void)
 {
 	char *tmp = util_tmpdir();
@@ -333,6 +444,7 @@ int main(void)
 	test_lies();
 	test_bad_tsdl();
 	test_foreign();
+	test_bits();
 	free(meta);
 	free(stream);
 	util_rmtree(tmp);

@@ -442,6 +442,14 @@ void tp_trace_print_value(FILE *f, const struct tp_trace_field *fld)
 {
 	switch (fld->type) {
 	case TP_TRACE_INT:
+		if (fld->label) {
+			/* an enumeration: its label, then the value */
+			tp_trace_print_name(f, fld->label, false);
+			fputc('(', f);
+			tp_trace_print_int(f, fld, fld->u);
+			fputc(')', f);
+			break;
+		}
 		tp_trace_print_int(f, fld, fld->u);
 		break;
 	case TP_TRACE_FLOAT:
@@ -483,6 +491,14 @@ void tp_trace_print_json(FILE *f, const struct tp_trace_field *fld)
 {
 	switch (fld->type) {
 	case TP_TRACE_INT:
+		if (fld->label) {
+			fputs("{\"label\": ", f);
+			tp_json_str(f, fld->label, strlen(fld->label));
+			fputs(", \"value\": ", f);
+			put_json_int(f, fld, fld->u);
+			fputc('}', f);
+			break;
+		}
 		put_json_int(f, fld, fld->u);
 		break;
 	case TP_TRACE_FLOAT:
