@@ -18,6 +18,7 @@ static struct {
 	ZyanStatus (*format)(const ZydisFormatter *, const ZydisDecodedInstruction *,
 			     const ZydisDecodedOperand *, ZyanU8, char *, ZyanUSize, ZyanU64,
 			     void *);
+	ZyanStatus (*encode_abs)(ZydisEncoderRequest *, void *, ZyanUSize *, ZyanU64);
 } zy;
 
 int tp_zydis_load(void)
@@ -35,6 +36,9 @@ int tp_zydis_load(void)
 	zy.mnemonic_string = dlsym(h, "ZydisMnemonicGetString");
 	zy.formatter_init = dlsym(h, "ZydisFormatterInit");
 	zy.format = dlsym(h, "ZydisFormatterFormatInstruction");
+	zy.encode_abs = dlsym(h, "ZydisEncoderEncodeInstructionAbsolute");
+	if (!zy.encode_abs) /* the code writer's encoder */
+		return -1;
 	return zy.decoder_init && zy.decode_full && zy.calc_abs && zy.mnemonic_string ? 0 : -1;
 }
 
@@ -74,4 +78,10 @@ ZyanStatus ZydisFormatterFormatInstruction(const ZydisFormatter *f,
 					   ZyanUSize len, ZyanU64 addr, void *user)
 {
 	return zy.format ? zy.format(f, insn, ops, n, buf, len, addr, user) : NOT_LOADED;
+}
+
+ZyanStatus ZydisEncoderEncodeInstructionAbsolute(ZydisEncoderRequest *req, void *buf,
+						 ZyanUSize *len, ZyanU64 addr)
+{
+	return zy.encode_abs ? zy.encode_abs(req, buf, len, addr) : NOT_LOADED;
 }
