@@ -19,6 +19,7 @@ static struct {
 			     const ZydisDecodedOperand *, ZyanU8, char *, ZyanUSize, ZyanU64,
 			     void *);
 	ZyanStatus (*encode_abs)(ZydisEncoderRequest *, void *, ZyanUSize *, ZyanU64);
+	ZyanStatus (*nop_fill)(void *, ZyanUSize);
 } zy;
 
 int tp_zydis_load(void)
@@ -37,7 +38,8 @@ int tp_zydis_load(void)
 	zy.formatter_init = dlsym(h, "ZydisFormatterInit");
 	zy.format = dlsym(h, "ZydisFormatterFormatInstruction");
 	zy.encode_abs = dlsym(h, "ZydisEncoderEncodeInstructionAbsolute");
-	if (!zy.encode_abs) /* the code writer's encoder */
+	zy.nop_fill = dlsym(h, "ZydisEncoderNopFill");
+	if (!zy.encode_abs || !zy.nop_fill) /* the code writer's encoder */
 		return -1;
 	return zy.decoder_init && zy.decode_full && zy.calc_abs && zy.mnemonic_string ? 0 : -1;
 }
@@ -84,4 +86,9 @@ ZyanStatus ZydisEncoderEncodeInstructionAbsolute(ZydisEncoderRequest *req, void 
 						 ZyanUSize *len, ZyanU64 addr)
 {
 	return zy.encode_abs ? zy.encode_abs(req, buf, len, addr) : NOT_LOADED;
+}
+
+ZyanStatus ZydisEncoderNopFill(void *buf, ZyanUSize len)
+{
+	return zy.nop_fill ? zy.nop_fill(buf, len) : NOT_LOADED;
 }

@@ -56,6 +56,7 @@ static void test_simple(void)
 	tp_arch_put_lea_rsp(&w, -TP_ARCH_RED_ZONE);
 	tp_arch_put_mov_reg_u64(&w, TP_REG_R11, 0x7f1234560005ull);
 	tp_arch_put_call_reg(&w, TP_REG_R11);
+	tp_arch_put_nop(&w, 5);
 	tp_arch_put_ret(&w);
 	{
 		static const uint8_t want[] = {
@@ -67,6 +68,7 @@ static void test_simple(void)
 		    0x49, 0xbb, 0x05, 0x00, 0x56,
 		    0x34, 0x12, 0x7f, 0x00, 0x00, /* mov r11, 0x7f1234560005 */
 		    0x41, 0xff, 0xd3,		  /* call r11 */
+		    0x0f, 0x1f, 0x44, 0x00, 0x00, /* nop dword [rax+rax*1+0] */
 		    0xc3,			  /* ret */
 		};
 

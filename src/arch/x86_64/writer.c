@@ -92,6 +92,17 @@ void tp_arch_put_data(struct tp_arch_writer *w, const void *data, size_t n)
 	w->len += n;
 }
 
+void tp_arch_put_nop(struct tp_arch_writer *w, size_t n)
+{
+	if (w->err)
+		return;
+	if (n > w->cap - w->len)
+		return fail(w, -ENOSPC);
+	if (ZYAN_FAILED(ZydisEncoderNopFill(w->buf + w->len, n)))
+		return fail(w, -EINVAL);
+	w->len += n;
+}
+
 int tp_arch_label_new(struct tp_arch_writer *w)
 {
 	if (w->err)

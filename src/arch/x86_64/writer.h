@@ -123,6 +123,8 @@ void tp_arch_put_push_u64(struct tp_arch_writer *w, uint64_t v);
 void tp_arch_put_mov_reg_u64(struct tp_arch_writer *w, enum tp_arch_reg r, uint64_t v);
 /* lea rsp, [rsp+@delta]: moves the stack (past the red zone) without changing flags. */
 void tp_arch_put_lea_rsp(struct tp_arch_writer *w, int32_t delta);
+/* @n bytes of the longest nops (5: nop dword [rax+rax*1+0], the patchable site of markers). */
+void tp_arch_put_nop(struct tp_arch_writer *w, size_t n);
 /* Raw data (addresses for jmp_far, records): not instructions. */
 void tp_arch_put_data(struct tp_arch_writer *w, const void *data, size_t n);
 
