@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "arch/arch.h"
 #include "tap.h"
@@ -200,10 +202,90 @@ static void test_single(void)
 	ok(n1 == n2 && !memcmp(one, out, n1), "same bytes from both");
 }
 
+/* Real code, relocated into a page near it and run. */
+__asm__(".pushsection .text\n"
+	".p2align 4\n"
+	"rn_fn:\n" /* rdi ? rn_value + rdi : 7 */
+	"	xorl %eax, %eax\n"
+	"	testq %rdi, %rdi\n"
+	"	jz 1f\n"
+	"	movq rn_value(%rip), %rax\n"
+	"	addq %rdi, %rax\n"
+	"	ret\n"
+	"1:	movl $7, %eax\n"
+	"	ret\n"
+	"rn_loop:\n" /* the loop branches back to its second instruction */
+	"	xorl %eax, %eax\n"
+	"2:	incl %eax\n"
+	"	decq %rdi\n"
+	"	jnz 2b\n"
+	"	ret\n"
+	"rn_end:\n"
+	".popsection\n"
+	".pushsection .data\n"
+	".p2align 3\n"
+	"rn_value: .quad 1000\n"
+	".popsection\n");
+
+extern const uint8_t rn_fn[], rn_loop[], rn_end[];
+
+/* A page within +-1 GiB of @near, so rel32 from it reaches the test's text and data. */
+static uint8_t *map_near(uintptr_t near)
+{
+	long page = sysconf(_SC_PAGESIZE);
+
+	for (uintptr_t d = 1ul << 20; d < 1ul << 30; d += 1ul << 20) {
+		for (int sign = -1; sign <= 1; sign += 2) {
+			uintptr_t a = ((near & ~(uintptr_t)(page - 1)) + sign * (intptr_t)d);
+			void *p = mmap((void *)a, page, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+			if (p == MAP_FAILED)
+				continue;
+			if (p == (void *)a)
+				return p;
+			munmap(p, page);
+		}
+	}
+	return NULL;
+}
+
+static void test_run(void)
+{
+	struct tp_arch_fn f = {.code = rn_fn, .len = rn_loop - rn_fn, .addr = (uintptr_t)rn_fn};
+	struct tp_arch_fn lf = {
+	    .code = rn_loop, .len = rn_end - rn_loop, .addr = (uintptr_t)rn_loop};
+	uint8_t *pad = map_near((uintptr_t)rn_fn);
+	struct tp_arch_writer w;
+	size_t len = 0;
+	uint64_t (*fn_pad)(uint64_t);
+
+	ok(pad != NULL, "page mapped within 1 GiB of the test code");
+	if (!pad)
+		return;
+	/* The head of rn_fn (xor, test, jz: 7 bytes) moved, then a jump back. */
+	tp_arch_writer_init(&w, pad, 256, (uintptr_t)pad);
+	is_int(tp_arch_relocate_n(&w, rn_fn, f.len, f.addr, 6, &f, &res), 0, "rn_fn: relocates");
+	is_int(res.covered, 7, "rn_fn: 7 bytes covered");
+	ok(res.falls_through, "rn_fn: falls through");
+	tp_arch_put_jmp(&w, f.addr + res.covered, TP_ARCH_BR_AUTO);
+	is_int(tp_arch_writer_finish(&w, &len), 0, "rn_fn: jump back written");
+	is_int(mprotect(pad, sysconf(_SC_PAGESIZE), PROT_READ | PROT_EXEC), 0, "W^X: sealed");
+	fn_pad = (uint64_t(*)(uint64_t))(uintptr_t)pad;
+	is_int(fn_pad(0), 7, "relocated rn_fn(0): the widened jz is taken");
+	is_int(fn_pad(5), 1005, "relocated rn_fn(5): falls through to the original");
+
+	is_int(tp_arch_relocate_n(&w, rn_loop, lf.len, lf.addr, 5, &lf, &res), -EBUSY,
+	       "rn_loop: the loop's jnz lands inside: -EBUSY");
+	is_int(res.where, lf.addr + 7, "rn_loop: the jnz is the reason");
+	munmap(pad, sysconf(_SC_PAGESIZE));
+}
+
 int main(void)
 {
 	test_moves();
 	test_refusals();
 	test_single();
+	test_run();
 	return tap_done();
 }
