@@ -18,6 +18,8 @@ static struct {
 	ZyanStatus (*format)(const ZydisFormatter *, const ZydisDecodedInstruction *,
 			     const ZydisDecodedOperand *, ZyanU8, char *, ZyanUSize, ZyanU64,
 			     void *);
+	ZyanStatus (*encode_abs)(ZydisEncoderRequest *, void *, ZyanUSize *, ZyanU64);
+	ZyanStatus (*nop_fill)(void *, ZyanUSize);
 } zy;
 
 int tp_zydis_load(void)
@@ -35,6 +37,10 @@ int tp_zydis_load(void)
 	zy.mnemonic_string = dlsym(h, "ZydisMnemonicGetString");
 	zy.formatter_init = dlsym(h, "ZydisFormatterInit");
 	zy.format = dlsym(h, "ZydisFormatterFormatInstruction");
+	zy.encode_abs = dlsym(h, "ZydisEncoderEncodeInstructionAbsolute");
+	zy.nop_fill = dlsym(h, "ZydisEncoderNopFill");
+	if (!zy.encode_abs || !zy.nop_fill) /* the code writer's encoder */
+		return -1;
 	return zy.decoder_init && zy.decode_full && zy.calc_abs && zy.mnemonic_string ? 0 : -1;
 }
 
@@ -74,4 +80,15 @@ ZyanStatus ZydisFormatterFormatInstruction(const ZydisFormatter *f,
 					   ZyanUSize len, ZyanU64 addr, void *user)
 {
 	return zy.format ? zy.format(f, insn, ops, n, buf, len, addr, user) : NOT_LOADED;
+}
+
+ZyanStatus ZydisEncoderEncodeInstructionAbsolute(ZydisEncoderRequest *req, void *buf,
+						 ZyanUSize *len, ZyanU64 addr)
+{
+	return zy.encode_abs ? zy.encode_abs(req, buf, len, addr) : NOT_LOADED;
+}
+
+ZyanStatus ZydisEncoderNopFill(void *buf, ZyanUSize len)
+{
+	return zy.nop_fill ? zy.nop_fill(buf, len) : NOT_LOADED;
 }

@@ -50,6 +50,10 @@ unsigned tp_arch_mnemonic_count(void);
 /* Intel-syntax text of one instruction into @out; returns 0 or -EINVAL. */
 int tp_arch_format(const void *buf, size_t len, uint64_t addr, char *out, size_t outlen);
 
+/* The code writer (struct tp_arch_writer, tp_arch_put_*, tp_arch_emit_*) and the ABI facts. */
+#include "arch/x86_64/writer.h"
+#include "arch/x86_64/abi.h"
+
 /* Copy one instruction from runtime address @from to @to keeping its meaning: RIP-relative
  * displacements are adjusted, relative jumps and jcc are re-encoded with rel32, a relative
  * call becomes push of the original return address + jmp.  The copy falls through to
@@ -59,8 +63,39 @@ int tp_arch_format(const void *buf, size_t len, uint64_t addr, char *out, size_t
 int tp_arch_relocate(const void *buf, size_t len, uint64_t from, uint64_t to, uint8_t *out,
 		     size_t outcap, size_t *outlen);
 
-/* Encode "jmp rel32" from @from to @to into 5 bytes at @out; -ERANGE if out of reach. */
-int tp_arch_emit_jmp(uint8_t out[5], uint64_t from, uint64_t to);
+/* Why tp_arch_relocate_n() refused. */
+enum tp_arch_reloc_why {
+	TP_RELOC_OK = 0,
+	TP_RELOC_DECODE,      /* -EINVAL: bytes that are no instruction, or cut short */
+	TP_RELOC_FUNC_END,    /* -ENOTSUP: the instructions run past the function's end */
+	TP_RELOC_BRANCH_INTO, /* -EBUSY: a branch of the function lands inside the range */
+	TP_RELOC_UNMOVABLE,   /* -ENOTSUP: an instruction that cannot run elsewhere */
+	TP_RELOC_REACH,	      /* -ERANGE: a target out of rel32/disp32 reach of the copy */
+	TP_RELOC_SPACE,	      /* -ENOSPC: the writer's buffer is full */
+};
+
+/* The function around a range: its bytes, scanned for branches into the range. */
+struct tp_arch_fn {
+	const void *code;
+	size_t len;
+	uint64_t addr;
+};
+
+struct tp_arch_reloc {
+	size_t covered;	   /* bytes of original code moved: >= n, on an instruction boundary */
+	unsigned ninsn;	   /* instructions moved */
+	int falls_through; /* the copy continues at from + covered: append a jump back */
+	int why;	   /* enum tp_arch_reloc_why */
+	uint64_t where;	   /* refused: the address of the instruction that is the reason */
+};
+
+/* Relocate whole instructions from runtime address @from (@code_len bytes at @code, at least
+ * @n + 14 when available) until @n bytes are covered, writing at the writer's position.
+ * @fn (may be NULL: then only branches within the range are checked) bounds the function so
+ * that a range some branch jumps into is refused.  Returns 0 or the -errno of res->why; the
+ * writer's content is then undefined.  Branches through registers or tables are not seen. */
+int tp_arch_relocate_n(struct tp_arch_writer *w, const void *code, size_t code_len, uint64_t from,
+		       size_t n, const struct tp_arch_fn *fn, struct tp_arch_reloc *res);
 
 /* The record of a call returning without a stop, filled by its return stub (offsets). */
 #define TP_RSTUB_DONE 0	     /* u32: 1 once the call returned (written last) */
