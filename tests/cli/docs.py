@@ -6,8 +6,8 @@ import re
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from taplib import check, done  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, done  # noqa: E402
 
 tp = os.environ["TRACEPAD"]
 docs = os.path.join(os.environ["TP_SOURCE_ROOT"], "docs")

@@ -7,8 +7,8 @@ import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from taplib import check, done  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, done  # noqa: E402
 import tempfile
 
 build = os.environ["TP_BUILD_ROOT"]
