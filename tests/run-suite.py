@@ -1,38 +1,83 @@
 #!/usr/bin/env python3
 """Run the whole test suite through `meson test` in each build directory given (the normal
-build, then the ASan+UBSan one) and end with one summary line: 'N passed, N failed' (plus
-', N skipped' when any test skipped)."""
+build, then the ASan+UBSan one), as many tests at a time as the machine has cores, and end with
+the TAP points (the checks inside the tests) per build, then one summary line of tests over all
+builds: 'N passed, N failed' (plus ', N skipped' when any test skipped).  .ci/run and
+`make check` end with that line: keep it last and in this form."""
 import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+
+
+def tests_of(log):
+    """(passed, failed, skipped) meson tests in testlog.json."""
+    passed = failed = skipped = 0
+    with open(log) as f:
+        for line in f:
+            r = json.loads(line)["result"]
+            if r in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif r == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+    return passed, failed, skipped
+
+
+def points_of(junit):
+    """(passed, failed, skipped) TAP points in testlog.junit.xml, where meson writes each TAP
+    test as a testsuite named PROJECT.TEST with one testcase a point."""
+    passed = failed = skipped = 0
+    for suite in ET.parse(junit).getroot().iter("testsuite"):
+        if "." not in suite.get("name", ""):
+            continue  # the tests without points (exit-code protocol), one testcase each
+        for case in suite.iter("testcase"):
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed += 1
+            elif case.find("skipped") is not None:
+                skipped += 1
+            else:
+                passed += 1
+    return passed, failed, skipped
+
+
+def counts(what, p, f, s):
+    return "%d %s: %d passed, %d failed, %d skipped" % (p + f + s, what, p, f, s)
+
 
 builds = sys.argv[1:] or ["build"]
+jobs = os.cpu_count() or 1
 passed = failed = skipped = 0
 rc_all = 0
+summaries = []
 for build in builds:
-    log = os.path.join(build, "meson-logs", "testlog.json")
-    if os.path.exists(log):
-        os.unlink(log)
+    logs = [os.path.join(build, "meson-logs", "testlog" + ext) for ext in (".json", ".junit.xml")]
+    for log in logs:
+        if os.path.exists(log):
+            os.unlink(log)
     env = dict(os.environ)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
     env.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1")
-    print("== meson test -C %s" % build, flush=True)
+    print("== meson test -C %s (%d at a time)" % (build, jobs), flush=True)
     rc = subprocess.call(["meson", "test", "-C", build, "--print-errorlogs",
-                          "--num-processes", "2"], stdin=subprocess.DEVNULL, env=env)
+                          "--num-processes", str(jobs)], stdin=subprocess.DEVNULL, env=env)
     rc_all = rc_all or rc
     try:
-        with open(log) as f:
-            for line in f:
-                r = json.loads(line)["result"]
-                if r in ("OK", "EXPECTEDFAIL"):
-                    passed += 1
-                elif r == "SKIP":
-                    skipped += 1
-                else:
-                    failed += 1
+        p, f, s = tests_of(logs[0])
     except FileNotFoundError:
-        failed += 1
+        p, f, s = 0, 1, 0
+        summaries.append("== %s: no test log" % build)
+    else:
+        try:
+            points = counts("TAP points", *points_of(logs[1]))
+        except (FileNotFoundError, ET.ParseError) as e:
+            points = "TAP points unknown (%s)" % e
+        summaries.append("== %s: %s; %s" % (build, counts("tests", p, f, s), points))
+    passed, failed, skipped = passed + p, failed + f, skipped + s
+for line in summaries:
+    print(line)
 if passed + failed + skipped == 0:
     print("no test ran", file=sys.stderr)
     failed = 1

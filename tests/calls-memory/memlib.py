@@ -2,18 +2,18 @@
 and under valgrind's memcheck, and reading both leak reports into the same shape.
 
 argv[1]: the build directory of tests/calls-memory (the targets); argv[2]: valgrind's path, or
-empty when it is not installed.  Environment: TRACEPAD, TP_SOURCE_ROOT (for taplib)."""
+empty when it is not installed.  Environment: TRACEPAD.  TAP and running programs: tests/lib."""
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
-sys.path.insert(0, os.path.join(os.environ.get("TP_SOURCE_ROOT", ""), "tests", "cli"))
-from taplib import check, done, tracepad_and_targets  # noqa: E402,F401
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import run as runlib  # noqa: E402
+from tap import check, done  # noqa: E402,F401
 
-TRACEPAD, TARGETS = tracepad_and_targets()
+TRACEPAD, TARGETS = runlib.tracepad_and_targets()
 VALGRIND = sys.argv[2] if len(sys.argv) > 2 else ""
 TIMEOUT = 240
 KINDS = ("definitely lost", "indirectly lost", "possibly lost", "still reachable")
@@ -101,44 +101,49 @@ def parse(lines, frame_re):
     return rep
 
 
-class Run:
-    def __init__(self, rc, out, err, report):
-        self.rc, self.out, self.err, self.report = rc, out, err, report
+class Run(runlib.Run):
+    """A run with stdout as bytes (the programs' output is compared byte for byte), stderr as
+    text and .report the leak report read from the output, or None."""
+
+    def __init__(self, argv, rc, out, err, seconds=0.0):
+        super().__init__(argv, rc, out, err, seconds)
+        self.report = None
 
     def __repr__(self):
         return "rc=%r stderr=%r report=%r" % (self.rc, self.err[-2000:], self.report)
 
 
+def _run(argv, cwd):
+    """stdin inherited, as the programs always ran here."""
+    return runlib.run(argv, TIMEOUT, cwd=cwd, stdin=None, text=False, cls=Run)
+
+
 def native(argv, cwd=None):
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
-                       cwd=cwd)
-    return Run(p.returncode, p.stdout, p.stderr, None)
+    return _run(argv, cwd)
 
 
 def tracepad(argv, cwd=None, plugin="memory"):
     """argv under `tracepad calls --plugin memory`, only the allocator traced; stdout a pipe."""
     with tempfile.NamedTemporaryFile(prefix="tp-mem-", suffix=".txt") as f:
-        p = subprocess.run([TRACEPAD, "calls", "-c", "-e", "!*", "-o", f.name,
-                            "--plugin", plugin, "--"] + argv,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
-                           cwd=cwd)
+        r = _run([TRACEPAD, "calls", "-c", "-e", "!*", "-o", f.name, "--plugin", plugin, "--"]
+                 + argv, cwd)
         text = open(f.name, errors="replace").read()
     lines = text.splitlines()
-    return Run(p.returncode, p.stdout, p.stderr.decode(errors="replace"),
-               parse(lines, re.compile(r"^\s+#\d+ 0x[0-9a-f]+ (.*)$")))
+    r.err = r.err.decode(errors="replace")
+    r.report = parse(lines, re.compile(r"^\s+#\d+ 0x[0-9a-f]+ (.*)$"))
+    return r
 
 
 def memcheck(argv, cwd=None):
     if not VALGRIND:
         return None
     with tempfile.NamedTemporaryFile(prefix="tp-vg-", suffix=".txt") as f:
-        p = subprocess.run([VALGRIND] + MEMCHECK_OPTS + ["--log-file=" + f.name] + argv,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT,
-                           cwd=cwd)
+        r = _run([VALGRIND] + MEMCHECK_OPTS + ["--log-file=" + f.name] + argv, cwd)
         text = open(f.name, errors="replace").read()
     lines = [re.sub(r"^==\d+== ?", "", ln) for ln in text.splitlines()]
-    return Run(p.returncode, p.stdout, p.stderr.decode(errors="replace"),
-               parse(lines, re.compile(r"^\s+(?:at|by) 0x[0-9A-F]+: (.*)$")))
+    r.err = r.err.decode(errors="replace")
+    r.report = parse(lines, re.compile(r"^\s+(?:at|by) 0x[0-9A-F]+: (.*)$"))
+    return r
 
 
 def same_as_memcheck(tp, vg, what, usage=True):

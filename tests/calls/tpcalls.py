@@ -1,19 +1,19 @@
 """What the tests of `tracepad calls` share: running a target natively and under tracepad,
 parsing the call lines of the man page's format and the -c --json summary.
 
-Environment: TRACEPAD (the CLI) and TP_SOURCE_ROOT (for tests/cli/taplib.py); argv[1] is the
-build directory of tests/calls, where the targets are."""
+Environment: TRACEPAD (the CLI); argv[1] is the build directory of tests/calls, where the
+targets are.  TAP and running programs: tests/lib."""
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.environ.get("TP_SOURCE_ROOT", ""), "tests", "cli"))
-from taplib import check, done, tracepad_and_targets  # noqa: E402,F401
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import run as runlib  # noqa: E402
+from tap import check, done  # noqa: E402,F401
 
-TRACEPAD, TARGETS = tracepad_and_targets()
+TRACEPAD, TARGETS = runlib.tracepad_and_targets()
 TIMEOUT = 120
 
 # [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>, indented 2 spaces a depth after "] ".
@@ -83,9 +83,12 @@ def to_int(text):
         return None
 
 
-class Run:
-    def __init__(self, argv, rc, out, err, text=""):
-        self.argv, self.rc, self.out, self.err, self.text = argv, rc, out, err, text
+class Run(runlib.Run):
+    """A run of tracepad calls (or of a program); .text is the -o file's."""
+
+    def __init__(self, argv, rc, out, err, text="", seconds=0.0):
+        super().__init__(argv, rc, out, err, seconds)
+        self.text = text
 
     @property
     def lines(self):
@@ -110,21 +113,11 @@ class Run:
         return obj if isinstance(obj, dict) else None
 
     def __repr__(self):
-        return "argv=%s\nrc=%r\nstdout=%r\nstderr=%r\noutput=%r" % (
-            " ".join(self.argv), self.rc, self.out[-600:], self.err[-600:], self.text[-1200:])
+        return "%s\noutput=%r" % (runlib.Run.__repr__(self), self.text[-1200:])
 
 
 def run(argv, timeout=TIMEOUT, cwd=None, env=None):
-    try:
-        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=timeout, cwd=cwd, env=env)
-    except subprocess.TimeoutExpired as e:
-        return Run(argv, "timeout after %ds" % timeout, (e.stdout or b"").decode(errors="replace"),
-                   (e.stderr or b"").decode(errors="replace"))
-    except OSError as e:
-        return Run(argv, "cannot run: %s" % e, "", "")
-    return Run(argv, p.returncode, p.stdout.decode(errors="replace"),
-               p.stderr.decode(errors="replace"))
+    return runlib.run(argv, timeout, cwd=cwd, env=env, cls=Run)
 
 
 def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None):

@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
 """`meson install` with DESTDIR gives a tracepad that finds its agent under the prefix and
-counts a program with the trapflag engine."""
+counts a program with the trapflag engine; every man page of docs/ and every header of
+include/tracepad/ is installed."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from taplib import check, done  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, done  # noqa: E402
 import tempfile
 
 build = os.environ["TP_BUILD_ROOT"]
+
+
+def same_file(a, b):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
+
+
 dest = tempfile.mkdtemp(prefix="tp-install-")
 try:
     r = subprocess.run(["meson", "install", "-C", build, "--no-rebuild", "--quiet"],
@@ -25,6 +34,36 @@ try:
     mans = [f for d, _, fs in os.walk(dest) for f in fs if f.startswith("tracepad")
             and f.endswith(".1")]
     check(len(mans) >= 2, "man pages installed", mans)
+    # Every man page of docs/ and every public header of include/tracepad/, byte for byte.
+    src = os.environ["TP_SOURCE_ROOT"]
+    installed = {}
+    for d, _, fs in os.walk(dest):
+        for f in fs:
+            installed.setdefault(f, []).append(os.path.join(d, f))
+    docs = os.path.join(src, "docs")
+    pages = sorted(f for f in os.listdir(docs) if re.fullmatch(r".+\.[1-9]", f))
+    check(pages, "docs/ has man pages", docs)
+    for page in pages:
+        where = [w for w in installed.get(page, [])
+                 if os.path.basename(os.path.dirname(w)) == "man" + page[-1]]
+        check(len(where) == 1 and same_file(where[0], os.path.join(docs, page)),
+              "docs/%s installed in man%s" % (page, page[-1]), installed.get(page))
+    hdir = os.path.join(src, "include", "tracepad")
+    headers = sorted(f for f in os.listdir(hdir) if f.endswith(".h"))
+    check(headers, "include/tracepad/ has headers", hdir)
+    for h in headers:
+        where = [w for w in installed.get(h, [])
+                 if w.endswith(os.path.join("include", "tracepad", h))]
+        check(len(where) == 1 and same_file(where[0], os.path.join(hdir, h)),
+              "include/tracepad/%s installed as <tracepad/%s>" % (h, h), installed.get(h))
+        if where:
+            inc = os.path.dirname(os.path.dirname(where[0]))
+            cc = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
+                                 "-I", inc, "-x", "c", "-"],
+                                input="#include <tracepad/%s>\n" % h, capture_output=True,
+                                text=True)
+            check(cc.returncode == 0, "<tracepad/%s> compiles on its own as installed" % h,
+                  cc.stderr)
     if exe:
         v = subprocess.run([exe[0], "--version"], capture_output=True, text=True)
         check(v.returncode == 0 and v.stdout.startswith("tracepad "), "--version", v.stdout)

@@ -1,16 +1,17 @@
 """Shared helpers of the e2e tests of `tracepad count`: run a program natively and under
-tracepad (--json -o FILE), parse the report, and record checks.  A test script exits 0 when
-every check passed, 1 otherwise, 77 only when the kernel lacks a feature it needs.
+tracepad (--json -o FILE), parse the report, and record checks as TAP (tests/lib/tap.py):
+a test script exits 0 when every check passed, 1 otherwise.
 
 Environment: TRACEPAD (the CLI), TP_TARGETS or argv[1] (the built targets' directory)."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-SKIP = 77
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import run as runlib  # noqa: E402
+from tap import Tap  # noqa: E402
+
 ENGINES = ("ptrace", "trapflag")
 # Single-stepping costs ~20-35 us an instruction here: a 100k-instruction region takes a
 # few seconds, a whole /bin/ls some tens.  Generous, so that only a hang times out.
@@ -24,15 +25,11 @@ def target(name):
     return os.path.join(TARGETS, name)
 
 
-class Run:
+class Run(runlib.Run):
     """One finished process: rc, out, err (text), report (dict or None), seconds."""
 
     def __init__(self, argv, rc, out, err, seconds, report=None, report_error=None):
-        self.argv = argv
-        self.rc = rc
-        self.out = out
-        self.err = err
-        self.seconds = seconds
+        super().__init__(argv, rc, out, err, seconds)
         self.report = report
         self.report_error = report_error
 
@@ -41,18 +38,7 @@ class Run:
 
 
 def _run(argv, timeout, env=None):
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=timeout, env=env)
-    except subprocess.TimeoutExpired as e:
-        out = (e.stdout or b"").decode(errors="replace")
-        err = (e.stderr or b"").decode(errors="replace")
-        return Run(argv, "timeout after %ds" % timeout, out, err, time.monotonic() - t0)
-    except OSError as e:
-        return Run(argv, "cannot run: %s" % e, "", "", time.monotonic() - t0)
-    return Run(argv, p.returncode, p.stdout.decode(errors="replace"),
-               p.stderr.decode(errors="replace"), time.monotonic() - t0)
+    return runlib.run(argv, timeout, env=env, cls=Run)
 
 
 def native(argv, timeout=60):
@@ -113,41 +99,15 @@ def exit_of(rc):
     return {"status": rc}
 
 
-class Checks:
-    """Numbered ok / not ok lines on stdout, and the script's exit status at the end."""
+class Checks(Tap):
+    """The TAP points of one script (ok, eq, bail, done from Tap), and the report checks."""
 
     def __init__(self, name):
-        self.name = name
-        self.n = 0
-        self.failed = 0
-        self.t0 = time.monotonic()
+        super().__init__(name)
         if not TRACEPAD:
             self.bail("TRACEPAD is not set (run through meson test)")
         if not TARGETS or not os.path.isdir(TARGETS):
             self.bail("the targets directory (TP_TARGETS or argv[1]) is missing: %r" % TARGETS)
-
-    def bail(self, why):
-        print("Bail out! %s: %s" % (self.name, why))
-        sys.exit(1)
-
-    def ok(self, cond, what, detail=""):
-        self.n += 1
-        if cond:
-            print("ok %d - %s" % (self.n, what))
-        else:
-            self.failed += 1
-            print("not ok %d - %s" % (self.n, what))
-            if detail:
-                for line in str(detail).splitlines():
-                    print("#   " + line)
-        sys.stdout.flush()
-        return bool(cond)
-
-    def eq(self, got, want, what, detail=""):
-        d = "got  %r\nwant %r" % (got, want)
-        if detail:
-            d += "\n" + str(detail)
-        return self.ok(got == want, what, d)
 
     def report(self, r, what, engine=None, region=None):
         """The run produced a well-formed report of `engine`; returns it or None."""
@@ -190,8 +150,3 @@ class Checks:
         self.eq(r.err, nat.err, what + ": stderr unchanged (report went to -o)")
         if r.report is not None:
             self.eq(r.report.get("exit"), exit_of(nat.rc), what + ": report's exit")
-
-    def done(self):
-        print("# %s: %d checks, %d failed, %.1f s" % (self.name, self.n, self.failed,
-                                                     time.monotonic() - self.t0))
-        sys.exit(1 if self.failed or self.n == 0 else 0)

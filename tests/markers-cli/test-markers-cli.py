@@ -9,8 +9,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.environ["TP_SOURCE_ROOT"], "tests", "cli"))
-from taplib import check, done  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, done  # noqa: E402
 
 tp = os.environ["TRACEPAD"]
 target, lib = sys.argv[1], sys.argv[2]

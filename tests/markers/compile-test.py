@@ -7,20 +7,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'lib'))
+from tap import check as ok, done  # noqa: E402
+
 libdir, incdir, srcdir = sys.argv[1:4]
-n = 0
-failed = 0
-
-
-def ok(cond, what, detail=''):
-    global n, failed
-    n += 1
-    print(('ok' if cond else 'not ok') + ' %d - %s' % (n, what))
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines():
-            print('#   ' + line)
-
 
 C_EXPECT = 'cpoint: c -3 7 s 1.5\ncpoint: second 123456789012 q\n'
 CXX_EXPECT = 'cxx_point: inl 1\ncxx_point: inl 2\ncxx_point: enum 2 nul (nil) str 5 0.250\n'
@@ -66,5 +56,4 @@ try:
             ok(notes >= min_notes, name + ': %d sites in .note.tracepad' % notes, r.stdout)
 finally:
     shutil.rmtree(tmp)
-print('1..%d' % n)
-sys.exit(1 if failed else 0)
+done()

@@ -11,26 +11,12 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check as ok, done, eq as is_eq  # noqa: E402
+
 TP = os.environ.get("TRACEPAD", "tracepad")
 BT2 = shutil.which("babeltrace2")
 ENV = dict(os.environ, TZ="UTC")
-n_tests = n_failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print(f"{'' if cond else 'not '}ok {n_tests} - {desc}")
-    if not cond:
-        n_failed += 1
-        if diag is not None:
-            for line in str(diag).splitlines()[:30]:
-                print(f"#   {line}")
-    sys.stdout.flush()
-
-
-def is_eq(got, want, desc):
-    ok(got == want, desc, f"got {got!r}\nwant {want!r}")
 
 
 def run(*args):
@@ -466,8 +452,7 @@ def main():
         return 2
     with tempfile.TemporaryDirectory(prefix="tp-readers-") as tmp:
         checks[what](prog, tmp)
-    print(f"1..{n_tests}")
-    return 1 if n_failed else 0
+    done()
 
 
 if __name__ == "__main__":

@@ -11,25 +11,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check as ok, done, eq as is_eq  # noqa: E402
+
 BT2 = shutil.which("babeltrace2")
-n_tests = 0
-n_failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print(f"{'' if cond else 'not '}ok {n_tests} - {desc}")
-    if not cond:
-        n_failed += 1
-        if diag is not None:
-            for line in str(diag).splitlines()[:20]:
-                print(f"#   {line}")
-    sys.stdout.flush()
-
-
-def is_eq(got, want, desc):
-    ok(got == want, desc, f"got {got!r}, want {want!r}")
 
 
 # ---- babeltrace2's text output -------------------------------------------------------------
@@ -336,8 +321,7 @@ def main():
         else:
             print(__doc__, file=sys.stderr)
             return 2
-    print(f"1..{n_tests}")
-    return 1 if n_failed else 0
+    done()
 
 
 if __name__ == "__main__":

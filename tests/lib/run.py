@@ -1,0 +1,63 @@
+"""The one way the Python tests run a program: run() waits for it with a timeout and returns a
+Run (exit status, stdout, stderr, seconds), never raising for a hang or a missing program; the
+suites subclass Run to add what they parse from the output (tests/calls, e2e, calls-memory)."""
+import os
+import subprocess
+import sys
+import time
+
+TIMEOUT = 120
+
+
+class Run:
+    """One finished process.  rc: the exit status (-N for signal N), or a string saying why
+    there is none ("timeout after 120s", "cannot run: ...").  out, err: text, or bytes when
+    run with text=False."""
+
+    def __init__(self, argv, rc, out, err, seconds=0.0):
+        self.argv = argv
+        self.rc = rc
+        self.out = out
+        self.err = err
+        self.seconds = seconds
+
+    def __repr__(self):
+        return "argv=%s\nrc=%r\nstdout=%r\nstderr=%r" % (
+            " ".join(map(str, self.argv)), self.rc, self.out[-600:], self.err[-600:])
+
+
+def _text(b, text):
+    b = b or b""
+    return b.decode(errors="replace") if text else b
+
+
+def run(argv, timeout=TIMEOUT, cwd=None, env=None, stdin=subprocess.DEVNULL, text=True,
+        cls=Run):
+    """@argv to its end (stdin from /dev/null unless given); an instance of @cls."""
+    argv = list(argv)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, stdin=stdin, capture_output=True, timeout=timeout, cwd=cwd,
+                           env=env)
+    except subprocess.TimeoutExpired as e:
+        return cls(argv, "timeout after %ds" % timeout, _text(e.stdout, text),
+                   _text(e.stderr, text), seconds=time.monotonic() - t0)
+    except OSError as e:
+        return cls(argv, "cannot run: %s" % e, _text(b"", text), _text(b"", text),
+                   seconds=time.monotonic() - t0)
+    return cls(argv, p.returncode, _text(p.stdout, text), _text(p.stderr, text),
+               seconds=time.monotonic() - t0)
+
+
+def tracepad_and_targets():
+    """TRACEPAD (the CLI) from the environment and argv[1] (a directory of test targets) as
+    an absolute path; a TAP bail-out when either is missing."""
+    tp = os.environ.get("TRACEPAD", "")
+    targets = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else ""
+    if not tp or not os.access(tp, os.X_OK):
+        print("Bail out! TRACEPAD is not set or not executable: %r" % tp)
+        sys.exit(1)
+    if not os.path.isdir(targets):
+        print("Bail out! the targets directory (argv[1]) is missing: %r" % targets)
+        sys.exit(1)
+    return tp, targets

@@ -1,0 +1,68 @@
+"""The one TAP producer of the Python tests (meson runs them with protocol: 'tap'): numbered
+ok / not ok points on stdout, details as '#' lines, the plan at the end, exit status 1 when a
+point failed.  A script calls check()/eq() and done(), or makes its own Tap (tests/e2e)."""
+import os
+import sys
+import time
+
+# A failure's details beyond this many lines are cut: the log stays readable.
+DETAIL_LINES = 60
+
+
+class Tap:
+    def __init__(self, name=None):
+        self.name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+        self.n = 0
+        self.failed = 0
+        self.t0 = time.monotonic()
+
+    def check(self, cond, what, detail=""):
+        """One point: ok when @cond holds, else not ok followed by @detail as comments."""
+        self.n += 1
+        print("%sok %d - %s" % ("" if cond else "not ", self.n, what))
+        if not cond:
+            self.failed += 1
+            lines = str(detail).splitlines() if detail is not None else []
+            for line in lines[:DETAIL_LINES]:
+                print("#   " + line)
+            if len(lines) > DETAIL_LINES:
+                print("#   (%d more lines)" % (len(lines) - DETAIL_LINES))
+        sys.stdout.flush()
+        return bool(cond)
+
+    ok = check
+
+    def eq(self, got, want, what, detail=""):
+        d = "got  %r\nwant %r" % (got, want)
+        if detail:
+            d += "\n" + str(detail)
+        return self.check(got == want, what, d)
+
+    def bail(self, why):
+        """Stop here: the test cannot run at all (a missing input is a failure, not a skip)."""
+        print("Bail out! %s: %s" % (self.name, why), flush=True)
+        sys.exit(1)
+
+    def skip_all(self, why):
+        """Nothing to check on this machine (a missing optional tool): meson counts a skip."""
+        print("1..0 # SKIP %s" % why, flush=True)
+        sys.exit(0)
+
+    def done(self):
+        """The plan, and the exit status: 1 when a point failed or none ran."""
+        if self.n == 0:
+            self.bail("no check ran")
+        print("1..%d" % self.n)
+        print("# %s: %d checks, %d failed, %.1f s" % (self.name, self.n, self.failed,
+                                                     time.monotonic() - self.t0), flush=True)
+        sys.exit(1 if self.failed else 0)
+
+
+# The scripts that check at module level share one producer.
+_tap = Tap()
+check = _tap.check
+ok = _tap.check
+eq = _tap.eq
+bail = _tap.bail
+skip_all = _tap.skip_all
+done = _tap.done
