@@ -11,23 +11,14 @@ import shutil
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import bail, check as ok, done  # noqa: E402
+
 TP = os.environ.get("TRACEPAD", "tracepad")
 ENV = dict(os.environ, TZ="UTC")
 TRACE = sys.argv[1]
 WORDS = ["alpha", "beta", "gamma", "delta"]
 COLOURS = {0: "red", 1: "green"} | {v: "blue" for v in range(2, 10)}
-n_tests = n_failed = 0
-
-
-def ok(cond, desc, diag=None):
-    global n_tests, n_failed
-    n_tests += 1
-    print(f"{'' if cond else 'not '}ok {n_tests} - {desc}", flush=True)
-    if not cond:
-        n_failed += 1
-        for line in str(diag or "").splitlines()[:30]:
-            print(f"#   {line}")
-    return cond
 
 
 def expected(name, f):
@@ -52,8 +43,7 @@ ok(re.search(r"discarded 63 events", p.stderr), "dump warns of the 63 events LTT
 
 bt2 = shutil.which("babeltrace2")
 if not bt2:
-    print("Bail out! babeltrace2 is not installed (scripts/deps.sh installs it)")
-    sys.exit(1)
+    bail("babeltrace2 is not installed (scripts/deps.sh installs it)")
 b = subprocess.run([bt2, "--clock-seconds", TRACE], capture_output=True, text=True)
 bt = [line for line in b.stdout.splitlines() if line.startswith("[")]
 ok(b.returncode == 0 and len(bt) == len(events) == 337,
@@ -140,5 +130,4 @@ except ValueError:
 ok(p.returncode == 0 and rep.get("events") == 337 and rep.get("discarded") == 63,
    "report counts 337 events and 63 discarded, as babeltrace2 warns", p.stdout[:400] + p.stderr)
 
-print(f"1..{n_tests}")
-sys.exit(1 if n_failed else 0)
+done()
