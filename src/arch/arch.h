@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define TP_ARCH_MAX_INSN_LEN 15
+#define TP_ARCH_INT3 0xcc /* the breakpoint instruction, one byte */
 
 /* Control-flow kind of an instruction. */
 enum tp_insn_kind {
@@ -61,17 +62,6 @@ int tp_arch_relocate(const void *buf, size_t len, uint64_t from, uint64_t to, ui
 
 /* Encode "jmp rel32" from @from to @to into 5 bytes at @out; -ERANGE if out of reach. */
 int tp_arch_emit_jmp(uint8_t out[5], uint64_t from, uint64_t to);
-
-/* The record of a call returning without a stop, filled by its return stub (offsets). */
-#define TP_RSTUB_DONE 0	     /* u32: 1 once the call returned (written last) */
-#define TP_RSTUB_RET 8	     /* u64: where the call returns to (written at entry) */
-#define TP_RSTUB_ERRNO_AT 16 /* u64: the thread's errno, or any readable word (at entry) */
-#define TP_RSTUB_RAX 24	     /* u64, and the rest as the call returned */
-#define TP_RSTUB_RDX 32
-#define TP_RSTUB_XMM0 40
-#define TP_RSTUB_TSC 48	  /* u64: the time stamp counter */
-#define TP_RSTUB_ERRNO 56 /* i32 */
-#define TP_RSTUB_REC_SIZE 64
 
 /* Encode at @out (room for @cap bytes) the return stub that will run at @at for the record
  * at @rec: entered by a function's "ret" (its return address was replaced by @at), it

@@ -46,6 +46,9 @@ struct tp_proc {
 	struct tp_event *queue; /* ring of events decoded but not yet returned */
 	unsigned qhead, qlen, qcap;
 
+	struct tp_event *held; /* ring of events held during an injection (inject.c) */
+	unsigned hhead, hlen, hcap;
+
 	struct tp_early *early;
 	int nearly, early_cap;
 

@@ -166,6 +166,7 @@ void tp_proc_free(struct tp_proc *p)
 	free(p->slots);
 	free(p->tgids);
 	free(p->queue);
+	free(p->held);
 	free(p->early);
 	free(p);
 }

@@ -5,6 +5,7 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/arch.h"
+#include "bp/rstub.h"
 
 /* Operands of one request: registers, [rip + absolute address], immediates. */
 #define REG(r) ((ZydisEncoderOperand){.type = ZYDIS_OPERAND_TYPE_REGISTER, .reg.value = (r)})
