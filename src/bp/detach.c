@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -230,4 +232,76 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	bps->amap = 0;
 	tp_proc_inject_flush(bps->p);
 	return err;
+}
+
+/* After a crash of tracepad (src/proc's guard): task @tid, stopped, is put where it would be
+ * without our int3s and slots. */
+static void crash_settle(struct tp_bps *b, pid_t tid)
+{
+	struct user_regs_struct regs;
+	struct bp *bp;
+	int st;
+
+	for (int i = 0; i < LEAVE_STEPS_MAX; i++) {
+		if (tp_proc_get_regs(tid, &regs))
+			return;
+		if (b->tramp && regs.rip - 1 == b->tramp) {
+			/* Returned through the trampoline: on to the real return address. */
+			struct shadow *s = tp_bp_shadow_of(b, tid, false);
+
+			for (unsigned k = s ? s->n : 0; k-- > 0;) {
+				if (s->f[k].sp == regs.rsp - WORD) {
+					tp_proc_set_pc(tid, s->f[k].ret);
+					break;
+				}
+			}
+			return;
+		}
+		bp = tp_bp_find(b, regs.rip - 1);
+		if (bp && bp->len > 1) {
+			tp_proc_set_pc(tid, bp->addr); /* an int3 stop not handled yet */
+			return;
+		}
+		if (!tp_bp_in_areas(b, regs.rip) || tp_bp_in_stubs(b, regs.rip))
+			return;
+		bp = tp_bp_in_slot(b, regs.rip);
+		if (bp && regs.rip == bp->slot) {
+			tp_proc_set_pc(tid, bp->addr);
+			return;
+		}
+		/* Inside a slot's copy: step out of it (the areas stay mapped anyway). */
+		if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0))
+			return;
+		while (waitpid(tid, &st, __WALL) < 0 && errno == EINTR)
+			;
+		if (!WIFSTOPPED(st))
+			return;
+	}
+}
+
+void tp_bp_crash_restore(struct tp_bps *bps)
+{
+	pid_t tids[TASKS_MAX];
+	int n;
+
+	if (!bps)
+		return;
+	n = tp_proc_tasks_of(bps->p, bps->pid, tids, TASKS_MAX);
+	for (int i = 0; i < n && i < TASKS_MAX; i++)
+		crash_settle(bps, tids[i]);
+	for (unsigned i = 0; i < bps->cap; i++) {
+		struct bp *bp = &bps->tab[i];
+
+		if (bp->addr)
+			tp_proc_write(bps->pid, bp->addr, bp->orig, 1);
+	}
+	for (unsigned i = 0; i < bps->nsh; i++) {
+		struct shadow *s = &bps->sh[i];
+
+		for (unsigned k = 0; k < s->n; k++)
+			give_back(bps, s->f[k].sp, tp_bp_hook_of(bps, &s->f[k]), s->f[k].ret);
+	}
+	for (unsigned i = 0; i < bps->naquar; i++)
+		give_back(bps, bps->aquar[i].sp, tp_bp_stub_at(bps, bps->aquar[i].slot),
+			  bps->aquar[i].ret);
 }

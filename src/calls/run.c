@@ -13,6 +13,7 @@
 #include <x86intrin.h>
 
 #include "calls/engine.h"
+#include "proc/guard.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "plugins/plugins.h"
@@ -1063,9 +1064,8 @@ static bool processes_left(struct session *s)
 	return s->p && tp_proc_tasks(s->p, t, 1) > 0;
 }
 
-/* Take every breakpoint out of every live process and detach.  @crashed: from the crash
- * handler, plugins are not called again. */
-static int leave(struct session *s, bool crashed)
+/* Take every breakpoint out of every live process and detach. */
+static int leave(struct session *s)
 {
 	int err = 0;
 
@@ -1078,62 +1078,29 @@ static int leave(struct session *s, bool crashed)
 			continue;
 		if (im->watch_tid)
 			tp_proc_watch_clear(im->watch_tid);
-		if (crashed) /* returns found while leaving are not printed */
-			tp_bps_set_async(im->bps, NULL, NULL);
 		r = tp_bp_remove_all(im->bps);
 		if (r) {
 			tp_err("process %d: restoring its memory: %s", im->pid, strerror(-r));
 			err = r;
 		}
-		if (!crashed)
-			EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_DETACH);
+		EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_DETACH);
 	}
 	tp_proc_detach(s->p);
 	s->p = NULL;
 	return err;
 }
 
-/* A crash of tracepad itself (a bug, a plugin's) must not leave int3s and trampolines in
- * the programs: on a fatal signal, take them out and detach as on any other way out, then
- * die of the signal.  A second fault in there finds the default action (SA_RESETHAND). */
-static struct session *crash_session;
-
-static void on_crash(int sig)
+/* The crash guard's part (proc/guard.h), every task stopped: each process gets its bytes and
+ * return addresses back.  Plugins are not called again; returns found are not printed. */
+static void restore_on_crash(void *arg)
 {
-	static const char msg[] = "tracepad calls: crashed; restoring the programs and detaching\n";
-	struct session *s = crash_session;
+	struct session *s = arg;
 
-	crash_session = NULL;
-	if (s && s->p) {
-		if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
-			s->status = 0;
-		leave(s, true);
+	for (int i = 0; i < s->nimgs; i++) {
+		if (s->imgs[i]->watch_tid)
+			tp_proc_watch_clear(s->imgs[i]->watch_tid);
+		tp_bp_crash_restore(s->imgs[i]->bps);
 	}
-	raise(sig);
-}
-
-static void catch_crashes(struct session *s)
-{
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-	static char altstack[64 * 1024];
-	stack_t ss = {.ss_sp = altstack, .ss_size = sizeof(altstack)};
-	struct sigaction sa = {.sa_handler = on_crash,
-			       .sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK};
-
-	sigaltstack(&ss, NULL);
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
-	crash_session = s;
-}
-
-static void uncatch_crashes(void)
-{
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-
-	crash_session = NULL;
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		signal(sigs[i], SIG_DFL);
 }
 
 static int start(struct session *s)
@@ -1222,10 +1189,10 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		r = plugin_load(&s, o->plugins[i]);
 	if (!r && o->trace_dir)
 		r = tp_calls_trace_open(&s, o->trace_dir, &s.trace);
-	if (!r) {
-		catch_crashes(&s);
+	if (!r)
+		r = tp_proc_guard_set("tracepad calls", restore_on_crash, &s);
+	if (!r)
 		r = start(&s);
-	}
 	if (r) {
 		ret = 2; /* bad input: the line saying what is wrong is out */
 		goto out;
@@ -1274,7 +1241,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	if (processes_left(&s)) {
 		pid_t pid = tp_proc_pid(s.p);
 
-		if (leave(&s, false))
+		if (leave(&s))
 			ret = 1;
 		if (s.launched) {
 			int st;
@@ -1293,7 +1260,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	if (s.launched && !ret)
 		ret = WIFSIGNALED(s.status) ? 128 + WTERMSIG(s.status) : WEXITSTATUS(s.status);
 out:
-	uncatch_crashes();
+	tp_proc_guard_clear();
 	if (o->summary && s.started)
 		print_summary(&s);
 	for (int i = 0; i < s.nplugins; i++) {

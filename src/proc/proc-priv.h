@@ -96,6 +96,15 @@ int tp_proc_wait_queue(struct tp_proc *p);
 int tp_proc_interrupt(struct tp_proc *p, struct tp_task *t);
 int tp_proc_restart(struct tp_proc *p, struct tp_task *t, enum tp_resume how, int sig);
 
+/* guard.c: the tp_proc the crash guard stops and detaches (set at alloc, cleared at free) */
+void tp_proc_guard_track(struct tp_proc *p);
+void tp_proc_guard_untrack(struct tp_proc *p);
+/* The guard is running: memory access takes no lock. */
+extern volatile sig_atomic_t tp_proc_guard_running;
+/* TRACEPAD_TEST_CRASH: events left before tracepad faults on purpose (0: never). */
+extern long tp_proc_guard_crash_after;
+void tp_proc_guard_test_crash(void);
+
 /* mem.c */
 void tp_proc_memfd_drop(pid_t pid);
 
