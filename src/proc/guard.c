@@ -44,7 +44,7 @@ void tp_proc_guard_untrack(struct tp_proc *p)
 void tp_proc_guard_test_crash(void)
 {
 	/* A fault as a bug would make one, not a raise(): the guard runs from the fault. */
-	int *volatile nowhere = NULL;
+	volatile int *volatile nowhere = NULL;
 
 	*nowhere = 0;
 }
