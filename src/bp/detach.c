@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "bp/bp-priv.h"
+#include "proc/guard.h"
 #include "proc/inject.h"
 
 /* An int3 stop of ours that was reported but not handled: rewind it so the instruction runs
@@ -257,9 +258,11 @@ static void crash_settle(struct tp_bps *b, pid_t tid)
 			}
 			return;
 		}
+		/* An int3 stop not handled yet; past a 1-byte instruction, addr + 1 is also
+		 * where its slot returns: only a stop known to be a trap is rewound. */
 		bp = tp_bp_find(b, regs.rip - 1);
-		if (bp && bp->len > 1) {
-			tp_proc_set_pc(tid, bp->addr); /* an int3 stop not handled yet */
+		if (bp && (bp->len > 1 || (!i && tp_proc_guard_trapped(tid)))) {
+			tp_proc_set_pc(tid, bp->addr);
 			return;
 		}
 		if (!tp_bp_in_areas(b, regs.rip) || tp_bp_in_stubs(b, regs.rip))

@@ -1,6 +1,7 @@
 /* The crash guard (guard.h).  Everything here after the fault runs in a signal handler:
  * raw syscalls over the task table as it stands, no lock, no allocation. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,12 +89,80 @@ static void stop_task(struct tp_task *t)
 		if (!WIFSTOPPED(st)) /* gone */
 			return;
 		t->state = TP_TASK_STOPPED;
+		t->trapped = (st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP;
 		/* A signal-delivery stop of the program's own signal: delivered at detach.
 		 * SIGTRAP here is one of our int3s (rewound by the restore) or a step. */
 		if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP && WSTOPSIG(st) != SIGSTOP)
 			t->pending_sig = WSTOPSIG(st);
 		return;
 	}
+}
+
+/* Is @sig pending for thread @tid alone (SigPnd of /proc/TID/status), read without stdio. */
+static bool thread_sig_pending(pid_t tid, int sig)
+{
+	char path[40] = "/proc/", digits[12], buf[2048], *p;
+	unsigned long long mask = 0;
+	size_t at = strlen(path);
+	ssize_t n;
+	int nd = 0, fd;
+
+	do
+		digits[nd++] = (char)('0' + tid % 10);
+	while ((tid /= 10) && nd < (int)sizeof(digits));
+	while (nd)
+		path[at++] = digits[--nd];
+	memcpy(path + at, "/status", 8);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strstr(buf, "\nSigPnd:");
+	if (!p)
+		return false;
+	for (p += 8; *p == ' ' || *p == '\t'; p++)
+		;
+	for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		mask = mask << 4 | (unsigned)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	return mask >> (sig - 1) & 1;
+}
+
+/* A task stopped as the interrupt came may have the SIGTRAP of an int3 queued but not taken:
+ * once detached, it would die of it.  It takes it now, while traced (a stop, suppressed). */
+static void take_pending_trap(struct tp_task *t)
+{
+	int st;
+
+	if (t->state != TP_TASK_STOPPED || t->pending_sig || !thread_sig_pending(t->tid, SIGTRAP) ||
+	    ptrace(PTRACE_CONT, t->tid, 0, 0))
+		return;
+	while (waitpid(t->tid, &st, __WALL) < 0 && errno == EINTR)
+		;
+	t->trapped = WIFSTOPPED(st);
+}
+
+/* Events reported but not handled yet: a breakpoint stop leaves its pc past the int3. */
+static void mark_queued_traps(struct tp_proc *p, const struct tp_event *q, unsigned head,
+			      unsigned len, unsigned cap)
+{
+	for (unsigned i = 0; i < len; i++) {
+		const struct tp_event *ev = &q[(head + i) % cap];
+		struct tp_task *t;
+
+		if (ev->kind == TP_EV_BREAKPOINT && (t = tp_proc_task_find(p, ev->tid)))
+			t->trapped = true;
+	}
+}
+
+bool tp_proc_guard_trapped(pid_t tid)
+{
+	struct tp_task *t = guard_proc ? tp_proc_task_find(guard_proc, tid) : NULL;
+
+	return t && t->trapped;
 }
 
 static void on_crash(int sig)
@@ -111,6 +180,11 @@ static void on_crash(int sig)
 	for (unsigned i = 0; i < p->cap; i++)
 		if (p->slots[i])
 			stop_task(p->slots[i]);
+	for (unsigned i = 0; i < p->cap; i++)
+		if (p->slots[i])
+			take_pending_trap(p->slots[i]);
+	mark_queued_traps(p, p->queue, p->qhead, p->qlen, p->qcap);
+	mark_queued_traps(p, p->held, p->hhead, p->hlen, p->hcap);
 	if (guard_restore)
 		guard_restore(guard_arg);
 	for (unsigned i = 0; i < p->cap; i++) {

@@ -19,6 +19,9 @@ typedef void (*tp_proc_guard_fn)(void *arg);
  * in there finds the default action.  For tests, TRACEPAD_TEST_CRASH=N makes tracepad
  * fault at its Nth event.  Returns 0 or -errno. */
 int tp_proc_guard_set(const char *who, tp_proc_guard_fn restore, void *arg);
+/* For the restore: is stopped task @tid at a SIGTRAP stop (an int3's, or a step's) that
+ * the command has not handled?  Its pc may then be just past one of its int3s. */
+bool tp_proc_guard_trapped(pid_t tid);
 /* Disarm it and give the signals their default action back. */
 void tp_proc_guard_clear(void);
 

@@ -19,6 +19,7 @@ struct tp_task {
 	bool held;	   /* stopped by stop_all/attach/launch: tp_proc_resume_all() restarts it */
 	bool interrupting; /* PTRACE_INTERRUPT sent, no stop seen since */
 	int pending_sig;   /* signal of a signal-delivery stop not yet resumed (given on detach) */
+	bool trapped;	   /* crash guard: its stop is a SIGTRAP (an int3) not handled */
 };
 
 /* A stop of a task we have not been told about yet (its creator's clone event is late). */
