@@ -113,6 +113,7 @@ struct plugin {
 struct session {
 	const struct tp_calls_opts *o;
 	struct tp_proc *p;
+	int err; /* -ENOMEM met where it could not be returned: the tracing ends, detaching */
 	struct tp_select *sel;
 	struct tp_protos *protos;
 	struct tp_symtab *symtab; /* for --bt and plugins' symbolize */

@@ -71,9 +71,13 @@ static struct thread *thread_add(struct session *s, pid_t tid, pid_t pid, struct
 	struct thread *t = calloc(1, sizeof(*t));
 	struct thread **n = realloc(s->threads, (s->nthreads + 1) * sizeof(*n));
 
-	if (!t || !n)
-		abort();
-	s->threads = n;
+	if (n)
+		s->threads = n;
+	if (!t || !n) {
+		free(t);
+		s->err = -ENOMEM;
+		return NULL;
+	}
 	t->tid = tid;
 	t->pid = pid;
 	t->img = im;
@@ -95,38 +99,54 @@ static void thread_del(struct session *s, struct thread *t)
 	free(t);
 }
 
-static struct rec *rec_push(struct thread *t)
+/* Records of calls in flight a thread gets room for at first. */
+#define RECS_MIN 16
+
+/* A new record of a call in flight of @t; NULL and s->err set when out of memory. */
+static struct rec *rec_push(struct session *s, struct thread *t)
 {
 	if (t->n == t->cap) {
-		t->cap = t->cap ? 2 * t->cap : 16;
-		t->recs = realloc(t->recs, t->cap * sizeof(*t->recs));
-		if (!t->recs)
-			abort();
+		unsigned ncap = t->cap ? 2 * t->cap : RECS_MIN;
+		struct rec *n = realloc(t->recs, ncap * sizeof(*n));
+
+		if (!n) {
+			s->err = -ENOMEM;
+			return NULL;
+		}
+		t->recs = n;
+		t->cap = ncap;
 	}
 	return &t->recs[t->n++];
 }
 
-static void recs_copy(struct thread *to, const struct thread *from)
+static int recs_copy(struct session *s, struct thread *to, const struct thread *from)
 {
 	to->n = 0;
 	for (unsigned i = 0; i < from->n; i++) {
-		struct rec *r = rec_push(to);
+		struct rec *r = rec_push(s, to);
 
+		if (!r)
+			return -ENOMEM;
 		*r = from->recs[i];
 		r->c.tid = to->tid;
 		r->c.pid = to->pid;
 	}
+	return 0;
 }
 
-static void add_pid(struct session *s, pid_t pid)
+static int add_pid(struct session *s, pid_t pid)
 {
+	pid_t *n;
+
 	for (int i = 0; i < s->npids; i++)
 		if (s->pids[i] == pid)
-			return;
-	s->pids = realloc(s->pids, (s->npids + 1) * sizeof(*s->pids));
-	if (!s->pids)
-		abort();
+			return 0;
+	n = realloc(s->pids, (s->npids + 1) * sizeof(*s->pids));
+	if (!n)
+		return -ENOMEM;
+	s->pids = n;
 	s->pids[s->npids++] = pid;
+	return 0;
 }
 
 /* ---- plugins' host ---- */
@@ -262,7 +282,7 @@ static int plugin_load(struct session *s, const char *spec)
 {
 	int (*init)(const struct tracepad_host *, const char *, struct tracepad_plugin *) = NULL;
 	char *name = strdup(spec), *args;
-	struct plugin pl = {0};
+	struct plugin pl = {0}, *n;
 	int r;
 
 	if (!name)
@@ -304,10 +324,18 @@ static int plugin_load(struct session *s, const char *spec)
 		free(name);
 		return r < 0 ? r : -r;
 	}
+	n = realloc(s->plugins, (s->nplugins + 1) * sizeof(*s->plugins));
+	if (!n) {
+		if (pl.pl.fini)
+			pl.pl.fini(pl.pl.priv);
+		if (pl.dl)
+			dlclose(pl.dl);
+		tp_err("plugin %s: out of memory", name);
+		free(name);
+		return -ENOMEM;
+	}
 	free(name);
-	s->plugins = realloc(s->plugins, (s->nplugins + 1) * sizeof(*s->plugins));
-	if (!s->plugins)
-		abort();
+	s->plugins = n;
 	s->plugins[s->nplugins++] = pl;
 	return 0;
 }
@@ -361,10 +389,19 @@ static struct stat_ent *stat_of(struct session *s, struct func *f)
 		if (!strcmp(e->function, f->name) && !strcmp(e->object, f->obj->base))
 			return f->stat = e;
 	e = calloc(1, sizeof(*e));
-	if (!e)
-		abort();
-	e->object = strdup(f->obj->base);
-	e->function = strdup(f->name);
+	if (e) {
+		e->object = strdup(f->obj->base);
+		e->function = strdup(f->name);
+	}
+	if (!e || !e->object || !e->function) {
+		if (e) {
+			free(e->object);
+			free(e->function);
+		}
+		free(e);
+		s->err = -ENOMEM;
+		return NULL;
+	}
 	e->min = UINT64_MAX;
 	e->next = s->stats;
 	s->stats = e;
@@ -456,7 +493,9 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 
 	if (f->hooked) {
 		drop_recs(s, t, st->depth - 1, " = <unwound>");
-		rc = rec_push(t);
+		rc = rec_push(s, t);
+		if (!rc) /* the tracing ends (s->err): this call is not followed */
+			rc = &tmp;
 	} else {
 		drop_recs(s, t, st->depth, " = <unwound>");
 		rc = &tmp;
@@ -483,7 +522,11 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	};
 	if (!t->report || !f->shown)
 		return;
-	stat_of(s, f)->calls++;
+	struct stat_ent *e = stat_of(s, f);
+
+	if (!e)
+		return;
+	e->calls++;
 	if (s->need_args) {
 		const struct tp_proto *p = proto_of(s, f);
 		struct user_fpregs_struct fp;
@@ -593,6 +636,8 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 		else
 			failed = p && tp_proto_failed(p, regs);
 		e = stat_of(s, rc->f);
+		if (!e)
+			return;
 		e->returns++;
 		e->errors += failed;
 		e->total += d;
@@ -671,10 +716,13 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	struct image *im;
 	uint64_t now, stop_sp;
 	struct func *f;
+	struct rec *rc;
 	int r;
 
 	if (!t && (im = tp_calls_image_of(s, ev->pid)))
 		t = thread_add(s, ev->tid, ev->pid, im, true); /* a thread known late */
+	if (!t && s->err)
+		return s->err;
 	if (!t)
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
 	im = t->img;
@@ -716,7 +764,10 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 			break;
 		case F_RESOLVER:
 			drop_recs(s, t, st.depth - 1, " = <unwound>");
-			*rec_push(t) = (struct rec){.f = f, .c = {.sp = regs.rsp, .tid = t->tid}};
+			rc = rec_push(s, t);
+			if (!rc)
+				return -ENOMEM;
+			*rc = (struct rec){.f = f, .c = {.sp = regs.rsp, .tid = t->tid}};
 			break;
 		case F_RBRK: {
 			int32_t state = -1;
@@ -797,16 +848,21 @@ static int on_fork(struct session *s, const struct tp_event *ev)
 	if (ev->vm_shared) {
 		/* vfork: the child runs on the parent's memory and stack until it execs. */
 		ct = thread_add(s, child, child, pt->img, s->o->follow);
+		if (!ct)
+			return -ENOMEM;
 		tp_bp_copy_shadow(pt->img->bps, pt->tid, pt->img->bps, child);
-		recs_copy(ct, pt);
+		if (recs_copy(s, ct, pt))
+			return -ENOMEM;
 	} else {
 		struct image *ci = tp_calls_image_fork(s, pt->img, child);
 
+		if (!ci)
+			return -ENOMEM;
 		tp_bp_copy_shadow(pt->img->bps, pt->tid, ci->bps, child);
 		if (s->o->follow) {
 			ct = thread_add(s, child, child, ci, true);
-			recs_copy(ct, pt);
-			add_pid(s, child);
+			if (!ct || recs_copy(s, ct, pt) || add_pid(s, child))
+				return -ENOMEM;
 			EACH_PLUGIN(s, process, child, TRACEPAD_PROC_START);
 		} else {
 			/* Not followed: the child gets its original bytes back and goes. */
@@ -833,6 +889,8 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 
 	if (!t)
 		t = thread_add(s, ev->tid, ev->pid, NULL, true);
+	if (!t)
+		return -ENOMEM;
 	old = t->img;
 	/* The other threads of the process are gone without exit reports. */
 	for (int i = 0; i < s->nthreads;) {
@@ -859,9 +917,10 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 	if (old)
 		image_release(s, old);
 	t->img = tp_calls_image_new(s, ev->pid, ev->tid, false);
+	if (!t->img || add_pid(s, ev->pid))
+		return -ENOMEM;
 	trap_init(t->img, ev->tid);
 	t->report = true;
-	add_pid(s, ev->pid);
 	EACH_PLUGIN(s, process, ev->pid, TRACEPAD_PROC_START);
 	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 }
@@ -1140,11 +1199,13 @@ static int start(struct session *s)
 		s->launched = true;
 	}
 	im = tp_calls_image_new(s, tp_proc_pid(s->p), tp_proc_pid(s->p), o->pid != 0);
+	if (!im || add_pid(s, im->pid))
+		return -ENOMEM;
 	trap_init(im, im->pid);
-	add_pid(s, im->pid);
 	n = tp_proc_tasks(s->p, tids, 4096);
 	for (int i = 0; i < n && i < 4096; i++)
-		thread_add(s, tids[i], im->pid, im, true);
+		if (!thread_add(s, tids[i], im->pid, im, true))
+			return -ENOMEM;
 	EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_START);
 	for (int i = 0; i < n && i < 4096; i++)
 		EACH_PLUGIN(s, thread, im->pid, tids[i], TRACEPAD_THREAD_START);
@@ -1229,6 +1290,8 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		if (r)
 			break;
 		r = handle(&s, &ev);
+		if (!r && s.err)
+			r = s.err; /* out of memory where it could not be returned */
 		if (r && r != -ESRCH)
 			break;
 		r = 0;
