@@ -19,6 +19,8 @@
 #include "proc/proc.h"
 #include "tracepad/plugin.h"
 
+struct tp_plugins;
+
 enum fkind {
 	F_TRACED,    /* a selected function */
 	F_RESOLVER,  /* the IFUNC resolver of a selected function: trace what it returns */
@@ -105,11 +107,6 @@ struct thread {
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
 };
 
-struct plugin {
-	struct tracepad_plugin pl;
-	void *dl;
-};
-
 struct session {
 	const struct tp_calls_opts *o;
 	struct tp_proc *p;
@@ -129,8 +126,7 @@ struct session {
 	struct stat_ent *stats;
 	pid_t *pids; /* every traced process, for the summary */
 	int npids;
-	struct plugin *plugins;
-	int nplugins;
+	struct tp_plugins *plugins; /* the registry: --plugin */
 	struct tracepad_host host;
 	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
 	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */

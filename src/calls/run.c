@@ -1,6 +1,5 @@
 /* `tracepad calls`: the event loop over the traced processes, the entry and return stops,
  * the lines and the summary, plugins; detaching cleanly on every way out. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -271,82 +270,6 @@ static int host_threads(void *ctx, int pid, int *tids, int max)
 	return n;
 }
 
-static const struct {
-	const char *name;
-	int (*init)(const struct tracepad_host *, const char *, struct tracepad_plugin *);
-} builtin_plugins[] = {
-    {"memory", tp_plugin_memory_init},
-};
-
-static int plugin_load(struct session *s, const char *spec)
-{
-	int (*init)(const struct tracepad_host *, const char *, struct tracepad_plugin *) = NULL;
-	char *name = strdup(spec), *args;
-	struct plugin pl = {0}, *n;
-	int r;
-
-	if (!name)
-		return -ENOMEM;
-	args = strchr(name, ':');
-	if (args)
-		*args++ = 0;
-	if (strchr(name, '/')) {
-		pl.dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-		if (!pl.dl) {
-			tp_err("cannot load plugin %s: %s", name, dlerror());
-			free(name);
-			return -ENOENT;
-		}
-		*(void **)&init = dlsym(pl.dl, "tracepad_plugin_init");
-		if (!init) {
-			tp_err("plugin %s has no tracepad_plugin_init()", name);
-			dlclose(pl.dl);
-			free(name);
-			return -ENOENT;
-		}
-	} else {
-		for (size_t i = 0; i < sizeof(builtin_plugins) / sizeof(builtin_plugins[0]); i++)
-			if (!strcmp(builtin_plugins[i].name, name))
-				init = builtin_plugins[i].init;
-		if (!init) {
-			tp_err(
-			    "unknown plugin '%s' (built-in: memory; or a path to a shared object)",
-			    name);
-			free(name);
-			return -ENOENT;
-		}
-	}
-	r = init(&s->host, args, &pl.pl);
-	if (r) {
-		tp_err("plugin %s: initialisation failed: %s", name, strerror(r < 0 ? -r : r));
-		if (pl.dl)
-			dlclose(pl.dl);
-		free(name);
-		return r < 0 ? r : -r;
-	}
-	n = realloc(s->plugins, (s->nplugins + 1) * sizeof(*s->plugins));
-	if (!n) {
-		if (pl.pl.fini)
-			pl.pl.fini(pl.pl.priv);
-		if (pl.dl)
-			dlclose(pl.dl);
-		tp_err("plugin %s: out of memory", name);
-		free(name);
-		return -ENOMEM;
-	}
-	free(name);
-	s->plugins = n;
-	s->plugins[s->nplugins++] = pl;
-	return 0;
-}
-
-#define EACH_PLUGIN(s, cb, ...)                                                                    \
-	do {                                                                                       \
-		for (int i_ = 0; i_ < (s)->nplugins; i_++)                                         \
-			if ((s)->plugins[i_].pl.cb)                                                \
-				(s)->plugins[i_].pl.cb((s)->plugins[i_].pl.priv, __VA_ARGS__);     \
-	} while (0)
-
 /* ---- output ---- */
 
 static void print_line(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
@@ -542,7 +465,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		n = backtrace_of(s, t, &r, rc->pcs, s->o->bt + 1 < 64 ? s->o->bt + 1 : 64);
 		rc->npcs = n > 0 ? n : 0;
 	}
-	EACH_PLUGIN(s, call, &rc->c);
+	tp_plugins_call(s->plugins, &rc->c);
 	if (s->trace)
 		tp_calls_trace_call(s->trace, rc);
 	if (!s->o->summary && (s->o->entry || !f->hooked)) {
@@ -645,7 +568,7 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 			e->min = d;
 		if (d > e->max)
 			e->max = d;
-		EACH_PLUGIN(s, ret, &rc->c);
+		tp_plugins_ret(s->plugins, &rc->c);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, s->need_args ? ret : "");
 		if (!s->o->summary) {
@@ -863,7 +786,7 @@ static int on_fork(struct session *s, const struct tp_event *ev)
 			ct = thread_add(s, child, child, ci, true);
 			if (!ct || recs_copy(s, ct, pt) || add_pid(s, child))
 				return -ENOMEM;
-			EACH_PLUGIN(s, process, child, TRACEPAD_PROC_START);
+			tp_plugins_process(s->plugins, child, TRACEPAD_PROC_START);
 		} else {
 			/* Not followed: the child gets its original bytes back and goes. */
 			int r = tp_bp_remove_all(ci->bps);
@@ -921,7 +844,7 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 		return -ENOMEM;
 	trap_init(t->img, ev->tid);
 	t->report = true;
-	EACH_PLUGIN(s, process, ev->pid, TRACEPAD_PROC_START);
+	tp_plugins_process(s->plugins, ev->pid, TRACEPAD_PROC_START);
 	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 }
 
@@ -940,7 +863,7 @@ static void on_exit_stop(struct session *s, const struct tp_event *ev)
 	drop_recs(s, t, 0, " = <no return>");
 	if (!t->report)
 		return;
-	EACH_PLUGIN(s, thread, t->pid, t->tid, TRACEPAD_THREAD_EXIT);
+	tp_plugins_thread(s->plugins, t->pid, t->tid, TRACEPAD_THREAD_EXIT);
 	if (t->img->pid != t->pid)
 		return;
 	n = tp_proc_tasks_of(s->p, t->pid, tids, 256);
@@ -953,7 +876,7 @@ static void on_exit_stop(struct session *s, const struct tp_event *ev)
 	if (all && !t->img->exit_reported) {
 		t->img->exit_reported = true;
 		s->cur = t;
-		EACH_PLUGIN(s, process, t->pid, TRACEPAD_PROC_EXIT);
+		tp_plugins_process(s->plugins, t->pid, TRACEPAD_PROC_EXIT);
 		s->cur = NULL;
 	}
 }
@@ -1024,7 +947,8 @@ static int handle(struct session *s, const struct tp_event *ev)
 		if (t && !thread_find(s, ev->new_tid)) {
 			thread_add(s, ev->new_tid, t->pid, t->img, t->report);
 			if (t->report)
-				EACH_PLUGIN(s, thread, t->pid, ev->new_tid, TRACEPAD_THREAD_START);
+				tp_plugins_thread(s->plugins, t->pid, ev->new_tid,
+						  TRACEPAD_THREAD_START);
 		}
 		tp_proc_resume(s->p, ev->new_tid, TP_RESUME_CONT, 0);
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
@@ -1142,7 +1066,7 @@ static int leave(struct session *s)
 			tp_err("process %d: restoring its memory: %s", im->pid, strerror(-r));
 			err = r;
 		}
-		EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_DETACH);
+		tp_plugins_process(s->plugins, im->pid, TRACEPAD_PROC_DETACH);
 	}
 	tp_proc_detach(s->p);
 	s->p = NULL;
@@ -1206,9 +1130,9 @@ static int start(struct session *s)
 	for (int i = 0; i < n && i < 4096; i++)
 		if (!thread_add(s, tids[i], im->pid, im, true))
 			return -ENOMEM;
-	EACH_PLUGIN(s, process, im->pid, TRACEPAD_PROC_START);
+	tp_plugins_process(s->plugins, im->pid, TRACEPAD_PROC_START);
 	for (int i = 0; i < n && i < 4096; i++)
-		EACH_PLUGIN(s, thread, im->pid, tids[i], TRACEPAD_THREAD_START);
+		tp_plugins_thread(s->plugins, im->pid, tids[i], TRACEPAD_THREAD_START);
 	if (s->insert_failed)
 		tp_warn("%u selected functions cannot be traced (%s: %s)", s->insert_failed,
 			s->insert_what, strerror(-s->insert_err));
@@ -1246,8 +1170,11 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	    .regs = host_regs,
 	    .threads = host_threads,
 	};
+	s.plugins = tp_plugins_new(&s.host);
+	if (!s.plugins)
+		r = -ENOMEM;
 	for (int i = 0; i < o->nplugins && !r; i++)
-		r = plugin_load(&s, o->plugins[i]);
+		r = tp_plugins_load(s.plugins, o->plugins[i]);
 	if (!r && o->trace_dir)
 		r = tp_calls_trace_open(&s, o->trace_dir, &s.trace);
 	if (!r)
@@ -1326,13 +1253,7 @@ out:
 	tp_proc_guard_clear();
 	if (o->summary && s.started)
 		print_summary(&s);
-	for (int i = 0; i < s.nplugins; i++) {
-		if (s.plugins[i].pl.fini)
-			s.plugins[i].pl.fini(s.plugins[i].pl.priv);
-		if (s.plugins[i].dl)
-			dlclose(s.plugins[i].dl);
-	}
-	free(s.plugins);
+	tp_plugins_free(s.plugins);
 	if (s.trace && tp_calls_trace_close(s.trace) && !ret)
 		ret = 1;
 	fflush(o->out);
