@@ -639,6 +639,8 @@ err_nomem:
 /* Free what tracepad holds of an image; the process's memory is not touched. */
 void tp_calls_image_free(struct session *s, struct image *im)
 {
+	if (!im)
+		return;
 	for (int i = 0; i < s->nimgs; i++)
 		if (s->imgs[i] == im) {
 			s->imgs[i] = s->imgs[--s->nimgs];
