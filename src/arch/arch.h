@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define TP_ARCH_MAX_INSN_LEN 15
+#define TP_ARCH_INT3 0xcc /* the breakpoint instruction, one byte */
 
 /* Control-flow kind of an instruction. */
 enum tp_insn_kind {
@@ -97,23 +98,23 @@ struct tp_arch_reloc {
 int tp_arch_relocate_n(struct tp_arch_writer *w, const void *code, size_t code_len, uint64_t from,
 		       size_t n, const struct tp_arch_fn *fn, struct tp_arch_reloc *res);
 
-/* The record of a call returning without a stop, filled by its return stub (offsets). */
-#define TP_RSTUB_DONE 0	     /* u32: 1 once the call returned (written last) */
-#define TP_RSTUB_RET 8	     /* u64: where the call returns to (written at entry) */
-#define TP_RSTUB_ERRNO_AT 16 /* u64: the thread's errno, or any readable word (at entry) */
-#define TP_RSTUB_RAX 24	     /* u64, and the rest as the call returned */
-#define TP_RSTUB_RDX 32
-#define TP_RSTUB_XMM0 40
-#define TP_RSTUB_TSC 48	  /* u64: the time stamp counter */
-#define TP_RSTUB_ERRNO 56 /* i32 */
-#define TP_RSTUB_REC_SIZE 64
+/* Where a return stub finds and leaves things in its record: byte offsets, chosen by the
+ * caller that maps and reads the records (src/bp). */
+struct tp_arch_rstub_layout {
+	uint32_t done;	   /* u32 set to 1 last */
+	uint32_t ret;	   /* u64: the real return address, read */
+	uint32_t errno_at; /* u64: address of the thread's errno (or any readable word), read */
+	uint32_t rax, rdx, xmm0, tsc; /* u64 each, written */
+	uint32_t err;		      /* i32: errno, written */
+};
 
 /* Encode at @out (room for @cap bytes) the return stub that will run at @at for the record
- * at @rec: entered by a function's "ret" (its return address was replaced by @at), it
- * saves rax, rdx, xmm0, the TSC and errno into the record, puts every register back, pushes
- * the real return address, sets "done" and returns there.  No flag or register changes,
- * nothing written below the stack pointer but the return address's own slot.  *@len gets
- * its size.  Returns 0, -ENOSPC or -EINVAL. */
-int tp_arch_emit_return_stub(uint8_t *out, size_t cap, uint64_t at, uint64_t rec, size_t *len);
+ * at @rec laid out as @l: entered by a function's "ret" (its return address was replaced by
+ * @at), it saves rax, rdx, xmm0, the TSC and errno into the record, puts every register
+ * back, pushes the real return address, sets "done" and returns there.  No flag or register
+ * changes, nothing written below the stack pointer but the return address's own slot.
+ * *@len gets its size.  Returns 0, -ENOSPC or -EINVAL. */
+int tp_arch_emit_return_stub(uint8_t *out, size_t cap, uint64_t at, uint64_t rec,
+			     const struct tp_arch_rstub_layout *l, size_t *len);
 
 #endif

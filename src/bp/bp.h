@@ -1,7 +1,7 @@
 /* Software breakpoints for the ptrace engine: int3 at the breakpoint, the displaced
  * instruction relocated into an SSOL ("single-step out of line") slot of an area mmap'd in
  * the tracee, so a hit costs one ptrace stop and breakpoints never leave the text while
- * threads run.  Also syscall injection into a stopped tracee, which maps those areas. */
+ * threads run.  The areas are mapped by syscall injection (proc/inject.h). */
 #ifndef TP_BP_BP_H
 #define TP_BP_BP_H
 
@@ -156,5 +156,11 @@ int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *sl
  * every task stopped: tp_proc_detach() next.  Returns 0, -EIO when a byte did not read back
  * as the original, or -errno. */
 int tp_bp_remove_all(struct tp_bps *bps);
+
+/* tp_bp_remove_all() for src/proc's crash guard (proc/guard.h), with every task stopped and
+ * nothing allocated nor locked: tasks are moved out of int3 stops, the trampoline and the
+ * slots, original bytes and return addresses are written back.  The areas stay mapped (no
+ * injection), as do the stubs'.  @bps may be NULL. */
+void tp_bp_crash_restore(struct tp_bps *bps);
 
 #endif

@@ -25,21 +25,16 @@ uint64_t tp_calls_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static char *xstrdup(const char *s)
+/* realloc() of the array at *@pp to @size bytes that leaves it alone on failure. */
+static int grow(void *pp, size_t size)
 {
-	char *d = strdup(s);
+	void **p = pp;
+	void *n = realloc(*p, size ? size : 1);
 
-	if (!d)
-		abort();
-	return d;
-}
-
-static void *xrealloc(void *p, size_t n)
-{
-	p = realloc(p, n ? n : 1);
-	if (!p)
-		abort();
-	return p;
+	if (!n)
+		return -ENOMEM;
+	*p = n;
+	return 0;
 }
 
 /* Functions whose return is never hooked: they return twice, are entered by a jump, or read
@@ -141,16 +136,19 @@ struct func *tp_calls_func_find(struct image *im, uint64_t addr)
 	}
 }
 
-static void func_put(struct image *im, struct func *f)
+/* Functions of a new image's table at first (a power of two). */
+#define FTAB_MIN 256
+
+static int func_put(struct image *im, struct func *f)
 {
 	unsigned i;
 
 	if (2 * (im->fn + 1) > im->fcap) {
-		unsigned ncap = im->fcap ? 2 * im->fcap : 256;
+		unsigned ncap = im->fcap ? 2 * im->fcap : FTAB_MIN;
 		struct func **n = calloc(ncap, sizeof(*n));
 
 		if (!n)
-			abort();
+			return -ENOMEM;
 		for (unsigned k = 0; k < im->fcap; k++) {
 			if (!im->ftab[k])
 				continue;
@@ -166,16 +164,24 @@ static void func_put(struct image *im, struct func *f)
 		;
 	im->ftab[i] = f;
 	im->fn++;
+	return 0;
 }
 
-/* Drop the functions of an unmapped object (the table is rebuilt without them). */
-static void funcs_drop_object(struct image *im, struct object *o)
+/* Drop the functions of an unmapped object (the table is rebuilt without them, at the same
+ * size: nothing is allocated once the new table is).  Returns 0 or -ENOMEM (nothing
+ * dropped). */
+static int funcs_drop_object(struct image *im, struct object *o)
 {
 	struct func **old = im->ftab;
 	unsigned cap = im->fcap;
 
-	im->ftab = NULL;
-	im->fcap = 0;
+	if (!cap)
+		return 0;
+	im->ftab = calloc(cap, sizeof(*im->ftab));
+	if (!im->ftab) {
+		im->ftab = old;
+		return -ENOMEM;
+	}
 	im->fn = 0;
 	for (unsigned k = 0; k < cap; k++) {
 		if (!old[k])
@@ -184,10 +190,11 @@ static void funcs_drop_object(struct image *im, struct object *o)
 			free(old[k]->name);
 			free(old[k]);
 		} else {
-			func_put(im, old[k]);
+			func_put(im, old[k]); /* room for all: cannot fail */
 		}
 	}
 	free(old);
+	return 0;
 }
 
 /* ---- objects ---- */
@@ -223,8 +230,14 @@ static int read_maps(pid_t pid, struct mapline **out, int *n)
 		p[strcspn(p, "\n")] = 0;
 		if (*p != '/' || strstr(p, " (deleted)"))
 			continue;
-		v = xrealloc(v, (cnt + 1) * sizeof(*v));
-		v[cnt++] = (struct mapline){s, e, off, perms[2] == 'x', xstrdup(p)};
+		if (grow(&v, (cnt + 1) * sizeof(*v)) || !(p = strdup(p))) {
+			while (cnt)
+				free(v[--cnt].path);
+			free(v);
+			fclose(f);
+			return -ENOMEM;
+		}
+		v[cnt++] = (struct mapline){s, e, off, perms[2] == 'x', p};
 	}
 	fclose(f);
 	*out = v;
@@ -271,16 +284,22 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 		       strerror(-r));
 		return r;
 	}
+	/* Without its entry, the breakpoint stays in the table of src/bp: taken out when the
+	 * error ends the tracing. */
 	f = calloc(1, sizeof(*f));
 	if (!f)
-		abort();
+		return -ENOMEM;
 	f->addr = addr;
 	f->kind = kind;
 	f->hooked = flags & TP_BP_RETURN;
-	f->name = xstrdup(name);
+	f->name = strdup(name);
 	f->shown = kind == F_TRACED;
 	f->obj = o;
-	func_put(im, f);
+	if (!f->name || func_put(im, f)) {
+		free(f->name);
+		free(f);
+		return -ENOMEM;
+	}
 	if (kind == F_TRACED)
 		s->ntraced++;
 	return 0;
@@ -308,7 +327,8 @@ static const char *selected_name(struct session *s, struct image *im, struct obj
 	return NULL;
 }
 
-/* Read the functions of a newly mapped object and plant its breakpoints. */
+/* Read the functions of a newly mapped object and plant its breakpoints.  Returns 0 (an
+ * object or function that cannot be traced is skipped) or -ENOMEM. */
 static int object_scan(struct session *s, struct image *im, pid_t tid, struct object *o)
 {
 	struct tp_fsyms fs;
@@ -320,11 +340,15 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		tp_dbg("calls: %s: %s", o->path, strerror(-r));
 		return 0;
 	}
-	if (o->main) {
-		for (int i = 0; i < fs.nimports; i++) {
-			im->imports = xrealloc(im->imports, (im->nimports + 1) * sizeof(char *));
-			im->imports[im->nimports++] = xstrdup(fs.imports[i]);
+	for (int i = 0; o->main && i < fs.nimports; i++) {
+		char *imp = strdup(fs.imports[i]);
+
+		if (!imp || grow(&im->imports, (im->nimports + 1) * sizeof(char *))) {
+			free(imp);
+			r = -ENOMEM;
+			goto out;
 		}
+		im->imports[im->nimports++] = imp;
 	}
 	for (int i = 0; i < fs.n; i++) {
 		const struct tp_fsym *f = &fs.f[i];
@@ -352,6 +376,8 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		if (kind == F_TRACED && f->ifunc)
 			kind = F_RESOLVER;
 		r = tp_calls_func_add(s, im, tid, o, addr, name, kind);
+		if (r == -ENOMEM)
+			goto out;
 		if (!r && shown)
 			tp_calls_func_find(im, addr)->shown = true;
 		if (!r && kind == F_RESOLVER && im->live) {
@@ -363,8 +389,10 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 				tp_calls_resolved(s, im, tid, tp_calls_func_find(im, addr), impl);
 		}
 	}
+	r = 0;
+out:
 	tp_fsyms_release(&fs);
-	return 0;
+	return r;
 }
 
 /* The dynamic loader: find r_debug; plant the breakpoint at r_brk, or watch for ld.so to
@@ -393,7 +421,8 @@ static void watch_loader(struct session *s, struct image *im, pid_t tid, struct 
 	}
 }
 
-/* Compare the objects mapped now with those known: scan new ones, forget unmapped ones. */
+/* Compare the objects mapped now with those known: scan new ones, forget unmapped ones.
+ * Returns 0 or -errno (-ENOMEM: the objects known may be incomplete). */
 int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 {
 	struct mapline *m = NULL;
@@ -431,16 +460,19 @@ int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 		if (base == UINT64_MAX || tp_elf_probe(m[i].path, &info))
 			continue;
 		o = calloc(1, sizeof(*o));
-		if (!o)
-			abort();
-		o->path = xstrdup(m[i].path);
+		if (o)
+			o->path = strdup(m[i].path);
+		if (!o || !o->path || grow(&im->objs, (im->nobjs + 1) * sizeof(*im->objs))) {
+			object_free(o);
+			r = -ENOMEM;
+			goto out;
+		}
 		o->base = tp_select_base(o->path);
 		o->lo = lo;
 		o->hi = hi;
 		o->bias = info.is_dyn ? base - info.first_load : 0;
 		o->main = !strcmp(o->path, im->exe);
 		o->seen = true;
-		im->objs = xrealloc(im->objs, (im->nobjs + 1) * sizeof(*im->objs));
 		im->objs[im->nobjs++] = o;
 		if (o->main) {
 			im->is_static = info.is_static;
@@ -449,29 +481,28 @@ int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 		if (!strncmp(o->base, "libc.so", 7) || (o->main && info.is_static))
 			im->libc = o;
 	}
-	for (int i = 0; i < n; i++)
-		free(m[i].path);
-	free(m);
 	/* The program first: its imports are the default selection in the other objects. */
-	for (int i = first_new; i < im->nobjs; i++)
+	for (int i = first_new; i < im->nobjs && !r; i++)
 		if (im->objs[i]->main)
-			object_scan(s, im, tid, im->objs[i]);
-	for (int i = first_new; i < im->nobjs; i++) {
+			r = object_scan(s, im, tid, im->objs[i]);
+	for (int i = first_new; i < im->nobjs && !r; i++) {
 		if (im->objs[i]->main)
 			continue;
 		if (!strncmp(im->objs[i]->base, "ld-", 3))
 			watch_loader(s, im, tid, im->objs[i]);
-		object_scan(s, im, tid, im->objs[i]);
+		r = object_scan(s, im, tid, im->objs[i]);
 	}
-	for (int i = 0; i < im->nobjs;) {
+	for (int i = 0; i < im->nobjs && !r;) {
 		struct object *o = im->objs[i];
 
 		if (o->seen) {
 			i++;
 			continue;
 		}
+		r = funcs_drop_object(im, o);
+		if (r)
+			break;
 		tp_bp_forget(im->bps, o->lo, o->hi);
-		funcs_drop_object(im, o);
 		if (im->libc == o) {
 			im->libc = NULL;
 			im->errno_state = 0;
@@ -479,21 +510,29 @@ int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 		object_free(o);
 		im->objs[i] = im->objs[--im->nobjs];
 	}
-	if (im->uw)
+	if (im->uw && !r)
 		tp_unwinder_refresh(im->uw);
-	return 0;
+out:
+	for (int i = 0; i < n; i++)
+		free(m[i].path);
+	free(m);
+	return r;
 }
 
 /* ---- images ---- */
 
 struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool live)
 {
-	struct image *im = calloc(1, sizeof(*im));
+	struct image *im;
 	char link[64];
 	ssize_t n;
+	int r;
 
+	if (grow(&s->imgs, (s->nimgs + 1) * sizeof(*s->imgs)))
+		goto err_nomem;
+	im = calloc(1, sizeof(*im));
 	if (!im)
-		abort();
+		goto err_nomem;
 	im->pid = pid;
 	snprintf(link, sizeof(link), "/proc/%d/exe", pid);
 	n = readlink(link, im->exe, sizeof(im->exe) - 1);
@@ -502,51 +541,79 @@ struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool l
 	im->started = live;
 	im->bps = tp_bps_new(s->p, pid);
 	if (!im->bps)
-		abort();
+		goto err_free;
 	if (s->async)
 		tp_bps_set_async(im->bps, tp_calls_async_return, s);
-	tp_calls_objects_sync(s, im, tid);
-	im->live = false;
-	s->imgs = xrealloc(s->imgs, (s->nimgs + 1) * sizeof(*s->imgs));
+	/* Known from here on, also when what follows fails: its breakpoints are taken out
+	 * with the others'. */
 	s->imgs[s->nimgs++] = im;
+	r = tp_calls_objects_sync(s, im, tid);
+	im->live = false;
+	if (r == -ENOMEM)
+		goto err_nomem;
 	return im;
+
+err_free:
+	free(im);
+err_nomem:
+	errno = ENOMEM;
+	return NULL;
 }
 
 /* A fork child: the same objects, functions and breakpoints, in its copy of the memory. */
 struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t pid)
 {
-	struct image *im = calloc(1, sizeof(*im));
+	struct image *im;
 
+	if (grow(&s->imgs, (s->nimgs + 1) * sizeof(*s->imgs)))
+		goto err_nomem;
+	im = calloc(1, sizeof(*im));
 	if (!im)
-		abort();
+		goto err_nomem;
 	*im = *parent;
 	im->pid = pid;
 	im->uw = NULL;
 	im->watch_tid = 0;
+	im->objs = NULL;
+	im->nobjs = 0;
+	im->imports = NULL;
+	im->nimports = 0;
+	im->ftab = NULL;
+	im->fcap = 0;
+	im->fn = 0;
+	im->libc = im->ldso = NULL;
 	im->bps = tp_bps_clone(parent->bps, pid);
 	if (!im->bps)
-		abort();
-	im->objs = xrealloc(NULL, parent->nobjs * sizeof(*im->objs));
+		goto err_free;
+	/* Known from here on (see tp_calls_image_new()); filled as far as memory allows. */
+	s->imgs[s->nimgs++] = im;
+	if (grow(&im->objs, parent->nobjs * sizeof(*im->objs)) ||
+	    grow(&im->imports, parent->nimports * sizeof(char *)))
+		goto err_nomem;
 	for (int i = 0; i < parent->nobjs; i++) {
 		struct object *o = malloc(sizeof(*o));
 
-		if (!o)
-			abort();
-		*o = *parent->objs[i];
-		o->path = xstrdup(o->path);
+		if (o) {
+			*o = *parent->objs[i];
+			o->path = strdup(o->path);
+		}
+		if (!o || !o->path) {
+			free(o);
+			goto err_nomem;
+		}
 		o->base = tp_select_base(o->path);
-		im->objs[i] = o;
+		im->objs[im->nobjs++] = o;
 		if (parent->libc == parent->objs[i])
 			im->libc = o;
 		if (parent->ldso == parent->objs[i])
 			im->ldso = o;
 	}
-	im->imports = xrealloc(NULL, parent->nimports * sizeof(char *));
-	for (int i = 0; i < parent->nimports; i++)
-		im->imports[i] = xstrdup(parent->imports[i]);
-	im->ftab = NULL;
-	im->fcap = 0;
-	im->fn = 0;
+	for (int i = 0; i < parent->nimports; i++) {
+		im->imports[i] = strdup(parent->imports[i]);
+		if (!im->imports[i])
+			goto err_nomem;
+		im->nimports++;
+	}
 	for (unsigned k = 0; k < parent->fcap; k++) {
 		struct func *f = parent->ftab[k], *c;
 		int oi = 0;
@@ -554,23 +621,34 @@ struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t
 		if (!f)
 			continue;
 		c = malloc(sizeof(*c));
-		if (!c)
-			abort();
-		*c = *f;
-		c->name = xstrdup(f->name);
+		if (c) {
+			*c = *f;
+			c->name = strdup(f->name);
+		}
+		if (!c || !c->name || func_put(im, c)) {
+			if (c)
+				free(c->name);
+			free(c);
+			goto err_nomem;
+		}
 		while (parent->objs[oi] != f->obj)
 			oi++;
 		c->obj = im->objs[oi];
-		func_put(im, c);
 	}
-	s->imgs = xrealloc(s->imgs, (s->nimgs + 1) * sizeof(*s->imgs));
-	s->imgs[s->nimgs++] = im;
 	return im;
+
+err_free:
+	free(im);
+err_nomem:
+	errno = ENOMEM;
+	return NULL;
 }
 
 /* Free what tracepad holds of an image; the process's memory is not touched. */
 void tp_calls_image_free(struct session *s, struct image *im)
 {
+	if (!im)
+		return;
 	for (int i = 0; i < s->nimgs; i++)
 		if (s->imgs[i] == im) {
 			s->imgs[i] = s->imgs[--s->nimgs];

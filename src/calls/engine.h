@@ -19,6 +19,8 @@
 #include "proc/proc.h"
 #include "tracepad/plugin.h"
 
+struct tp_plugins;
+
 enum fkind {
 	F_TRACED,    /* a selected function */
 	F_RESOLVER,  /* the IFUNC resolver of a selected function: trace what it returns */
@@ -105,14 +107,10 @@ struct thread {
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
 };
 
-struct plugin {
-	struct tracepad_plugin pl;
-	void *dl;
-};
-
 struct session {
 	const struct tp_calls_opts *o;
 	struct tp_proc *p;
+	int err; /* -ENOMEM met where it could not be returned: the tracing ends, detaching */
 	struct tp_select *sel;
 	struct tp_protos *protos;
 	struct tp_symtab *symtab; /* for --bt and plugins' symbolize */
@@ -128,8 +126,7 @@ struct session {
 	struct stat_ent *stats;
 	pid_t *pids; /* every traced process, for the summary */
 	int npids;
-	struct plugin *plugins;
-	int nplugins;
+	struct tp_plugins *plugins; /* the registry: --plugin */
 	struct tracepad_host host;
 	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
 	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */
@@ -144,12 +141,29 @@ struct session {
 };
 
 uint64_t tp_calls_now_ns(void);
-/* A call that returned through its return stub, reported by the bp module (run.c). */
+/* stops.c: threads and stops.  tp_calls_handle() takes one event of the event loop;
+ * tp_calls_trap_filter() is its tp_proc_trap_filter_fn. */
+struct thread *tp_calls_thread_add(struct session *s, pid_t tid, pid_t pid, struct image *im,
+				   bool report);
+void tp_calls_thread_del(struct session *s, struct thread *t);
+struct thread *tp_calls_thread_of(struct session *s, pid_t tid);
+int tp_calls_add_pid(struct session *s, pid_t pid);
+void tp_calls_trap_init(struct image *im, pid_t tid);
+int tp_calls_handle(struct session *s, const struct tp_event *ev);
+bool tp_calls_trap_filter(void *arg, pid_t pid, const struct user_regs_struct *regs);
+/* run.c: the host's symbols and backtraces (--bt, plugins). */
+int tp_calls_symbolize(struct session *s, int pid, uint64_t pc, bool ret, char *buf, size_t len);
+int tp_calls_backtrace(struct session *s, struct thread *t, struct user_regs_struct *regs,
+		       uint64_t *pcs, int max);
+/* A call that returned through its return stub, reported by the bp module (stops.c). */
 void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st);
 struct func *tp_calls_func_find(struct image *im, uint64_t addr);
 int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid);
+/* A process image, in s->imgs once its breakpoints may exist (also when the constructor
+ * fails later: leaving takes them out).  NULL with errno (ENOMEM) on failure. */
 struct image *tp_calls_image_new(struct session *s, pid_t pid, pid_t tid, bool live);
 struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t pid);
+/* Out of s->imgs and freed; @im may be NULL. */
 void tp_calls_image_free(struct session *s, struct image *im);
 struct image *tp_calls_image_of(struct session *s, pid_t pid);
 int tp_calls_watch_hit(struct session *s, struct image *im, pid_t tid);
@@ -164,6 +178,7 @@ struct calls_trace;
 int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace **out);
 void tp_calls_trace_call(struct calls_trace *t, const struct rec *r);
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret);
+/* Finish and free the trace (@t may be NULL); returns 0 or -errno. */
 int tp_calls_trace_close(struct calls_trace *t);
 
 #endif

@@ -41,18 +41,20 @@ int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace *
 		return -ENOMEM;
 	r = tp_trace_writer_new(dir, NULL, &t->w);
 	if (r)
-		goto err;
+		goto err_free;
 	t->id_entry = tp_trace_writer_add_class(t->w, "call_entry", entry_fields, 5);
 	t->id_return = tp_trace_writer_add_class(t->w, "call_return", return_fields, 6);
 	r = t->id_entry < 0 ? t->id_entry : t->id_return < 0 ? t->id_return : 0;
 	if (!r)
 		r = tp_trace_writer_producer_init(t->w, &t->prod);
 	if (r)
-		goto err;
+		goto err_writer;
 	*out = t;
 	return 0;
-err:
+
+err_writer:
 	tp_trace_writer_free(t->w);
+err_free:
 	free(t);
 	return r;
 }
@@ -108,8 +110,11 @@ void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const cha
 
 int tp_calls_trace_close(struct calls_trace *t)
 {
-	int r = t->err, r2;
+	int r, r2;
 
+	if (!t)
+		return 0;
+	r = t->err;
 	r2 = tp_trace_producer_fini(&t->prod);
 	if (r || r2) {
 		tp_trace_writer_free(t->w);

@@ -17,6 +17,7 @@
 #include "count/count-priv.h"
 #include "base/log.h"
 #include "elf/symbols.h"
+#include "proc/guard.h"
 #include "proc/proc.h"
 
 #define NO_PC UINT64_MAX
@@ -235,27 +236,25 @@ static void engine_detach(struct engine *e)
 	e->proc = NULL;
 }
 
-/* If tracepad itself crashes, the kernel detaches its tracees; only the breakpoint bytes
- * would stay behind, so a fatal signal puts them back first. */
-static struct engine *crash_engine;
-
-static void on_fatal(int sig)
+/* If tracepad itself crashes, src/proc's guard stops every thread and calls this before it
+ * detaches them: a thread just past one of our int3s goes back to it, the bytes go back. */
+static void restore_on_crash(void *arg)
 {
-	if (crash_engine)
-		bp_remove_all(crash_engine);
-	signal(sig, SIG_DFL);
-	raise(sig);
+	struct engine *e = arg;
+	struct user_regs_struct regs;
+	pid_t tids[1024];
+	int n = tp_proc_tasks(e->proc, tids, 1024);
+
+	for (int i = 0; i < n && i < 1024; i++) {
+		if (!tp_proc_get_regs(tids[i], &regs) && bp_at(e, regs.rip - 1))
+			tp_proc_set_pc(tids[i], regs.rip - 1);
+	}
+	bp_remove_all(e);
 }
 
 static void catch_fatal(struct engine *e)
 {
-	static const int sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
-	struct sigaction sa = {.sa_handler = on_fatal, .sa_flags = SA_RESETHAND};
-
-	crash_engine = e;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-		sigaction(sigs[i], &sa, NULL);
+	tp_proc_guard_set("tracepad count", restore_on_crash, e);
 }
 
 static void stop_counting(struct pthread *t)
@@ -708,7 +707,7 @@ static int engine_init(struct engine *e, struct tp_count_ctx *c)
 
 static void engine_fini(struct engine *e)
 {
-	crash_engine = NULL;
+	tp_proc_guard_clear();
 	free(e->deferred);
 	free(e->th);
 	free(e->dc);

@@ -576,6 +576,8 @@ int tp_proc_wait(struct tp_proc *p, struct tp_event *ev)
 	pid_t tid;
 	int st, r;
 
+	if (tp_proc_guard_crash_after && !--tp_proc_guard_crash_after)
+		tp_proc_guard_test_crash();
 	for (;;) {
 		if (p->qlen) {
 			queue_pop(p, ev);

@@ -174,6 +174,29 @@ void tp_proc_memfd_drop(pid_t pid)
 	pthread_mutex_unlock(&memfd_lock);
 }
 
+/* mem_rw() for the crash guard, which may have interrupted mem_rw() itself: its own fd of
+ * /proc/PID/mem, opened and closed here, the path written without stdio. */
+static ssize_t mem_rw_unlocked(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
+{
+	char path[32] = "/proc/", digits[12];
+	size_t at = strlen(path);
+	int nd = 0, fd;
+	ssize_t n;
+
+	do
+		digits[nd++] = (char)('0' + pid % 10);
+	while ((pid /= 10) && nd < (int)sizeof(digits));
+	while (nd)
+		path[at++] = digits[--nd];
+	memcpy(path + at, "/mem", 5);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = rw(fd, addr, buf, len, write);
+	close(fd);
+	return n;
+}
+
 /* pread/pwrite on /proc/PID/mem.  0 bytes means no memory behind the fd: a cached one has gone
  * stale (its process exec'd or died), or the leader is a zombie; the next candidate is tried. */
 static ssize_t mem_rw(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
@@ -184,6 +207,8 @@ static ssize_t mem_rw(pid_t pid, uint64_t addr, void *buf, size_t len, bool writ
 
 	if (addr > INT64_MAX || len > INT64_MAX - addr)
 		return -EFAULT;
+	if (tp_proc_guard_running)
+		return mem_rw_unlocked(pid, addr, buf, len, write);
 	pthread_mutex_lock(&memfd_lock);
 	i = memfd_slot(pid);
 	if (i >= 0) {

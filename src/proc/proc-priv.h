@@ -19,6 +19,7 @@ struct tp_task {
 	bool held;	   /* stopped by stop_all/attach/launch: tp_proc_resume_all() restarts it */
 	bool interrupting; /* PTRACE_INTERRUPT sent, no stop seen since */
 	int pending_sig;   /* signal of a signal-delivery stop not yet resumed (given on detach) */
+	bool trapped;	   /* crash guard: its stop is a SIGTRAP (an int3) not handled */
 };
 
 /* A stop of a task we have not been told about yet (its creator's clone event is late). */
@@ -45,6 +46,9 @@ struct tp_proc {
 
 	struct tp_event *queue; /* ring of events decoded but not yet returned */
 	unsigned qhead, qlen, qcap;
+
+	struct tp_event *held; /* ring of events held during an injection (inject.c) */
+	unsigned hhead, hlen, hcap;
 
 	struct tp_early *early;
 	int nearly, early_cap;
@@ -92,6 +96,15 @@ bool tp_proc_queued(struct tp_proc *p, pid_t tid);
 int tp_proc_wait_queue(struct tp_proc *p);
 int tp_proc_interrupt(struct tp_proc *p, struct tp_task *t);
 int tp_proc_restart(struct tp_proc *p, struct tp_task *t, enum tp_resume how, int sig);
+
+/* guard.c: the tp_proc the crash guard stops and detaches (set at alloc, cleared at free) */
+void tp_proc_guard_track(struct tp_proc *p);
+void tp_proc_guard_untrack(struct tp_proc *p);
+/* The guard is running: memory access takes no lock. */
+extern volatile sig_atomic_t tp_proc_guard_running;
+/* TRACEPAD_TEST_CRASH: events left before tracepad faults on purpose (0: never). */
+extern long tp_proc_guard_crash_after;
+void tp_proc_guard_test_crash(void);
 
 /* mem.c */
 void tp_proc_memfd_drop(pid_t pid);

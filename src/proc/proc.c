@@ -34,6 +34,7 @@ struct tp_proc *tp_proc_alloc(pid_t pid, unsigned opts)
 		free(p);
 		return NULL;
 	}
+	tp_proc_guard_track(p);
 	return p;
 }
 
@@ -159,6 +160,7 @@ void tp_proc_free(struct tp_proc *p)
 {
 	if (!p)
 		return;
+	tp_proc_guard_untrack(p);
 	for (unsigned i = 0; i < p->cap; i++)
 		free(p->slots[i]);
 	for (int i = 0; i < p->ntgids; i++)
@@ -166,6 +168,7 @@ void tp_proc_free(struct tp_proc *p)
 	free(p->slots);
 	free(p->tgids);
 	free(p->queue);
+	free(p->held);
 	free(p->early);
 	free(p);
 }

@@ -337,16 +337,27 @@ static void test_return_stub(void)
 	    0xc7, 0x05, 0xaf, 0x0f, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, /* mov dword [rec], 1 */
 	    0xc3,							/* ret */
 	};
+	/* bp's layout (src/bp/rstub.h) */
+	static const struct tp_arch_rstub_layout layout = {.done = 0,
+							   .ret = 8,
+							   .errno_at = 16,
+							   .rax = 24,
+							   .rdx = 32,
+							   .xmm0 = 40,
+							   .tsc = 48,
+							   .err = 56};
 	uint8_t out[128];
 	size_t n = 0;
 
-	is_int(tp_arch_emit_return_stub(out, sizeof(out), 0x7f0000001000ull, 0x7f0000002000ull, &n),
+	is_int(tp_arch_emit_return_stub(out, sizeof(out), 0x7f0000001000ull, 0x7f0000002000ull,
+					&layout, &n),
 	       0, "return stub");
 	ok(same_bytes(out, n, want, sizeof(want)), "return stub: bytes");
-	is_int(tp_arch_emit_return_stub(out, 40, 0x7f0000001000ull, 0x7f0000002000ull, &n), -ENOSPC,
-	       "return stub in 40 bytes: -ENOSPC");
-	is_int(tp_arch_emit_return_stub(out, sizeof(out), 0x7f0000001000ull, 0x100000ull, &n),
-	       -EINVAL, "return stub with its record > 2 GiB away: -EINVAL");
+	is_int(tp_arch_emit_return_stub(out, 40, 0x7f0000001000ull, 0x7f0000002000ull, &layout, &n),
+	       -ENOSPC, "return stub in 40 bytes: -ENOSPC");
+	is_int(
+	    tp_arch_emit_return_stub(out, sizeof(out), 0x7f0000001000ull, 0x100000ull, &layout, &n),
+	    -EINVAL, "return stub with its record > 2 GiB away: -EINVAL");
 }
 
 int main(void)

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The int3 instruction: one byte, so it replaces the first byte of any instruction. */
-#define TP_ARCH_INT3 0xcc
+/* The int3 instruction (TP_ARCH_INT3, in arch.h) is one byte, so it replaces the first
+ * byte of any instruction. */
 #define TP_ARCH_INT3_LEN 1
 /* syscall (0f 05): its length is what the kernel subtracts from rip to restart one. */
 #define TP_ARCH_SYSCALL_LEN 2

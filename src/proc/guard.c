@@ -1,0 +1,229 @@
+/* The crash guard (guard.h).  Everything here after the fault runs in a signal handler:
+ * raw syscalls over the task table as it stands, no lock, no allocation. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc/guard.h"
+#include "proc/proc-priv.h"
+
+/* The alternate stack: a fault from a stack overflow still finds room to run the guard
+ * (the restore walks tables and makes ptrace calls; a few KiB suffice). */
+#define GUARD_STACK_SIZE (64 * 1024)
+/* How long a task interrupted at the crash is waited for, in 1 ms polls. */
+#define GUARD_STOP_POLLS 2000
+
+static const int guard_sigs[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+
+static char guard_stack[GUARD_STACK_SIZE];
+static struct tp_proc *guard_proc; /* the tp_proc in use (proc.c tells) */
+static const char *guard_who;
+static tp_proc_guard_fn guard_restore;
+static void *guard_arg;
+static volatile sig_atomic_t guard_armed;
+volatile sig_atomic_t tp_proc_guard_running;
+long tp_proc_guard_crash_after; /* TRACEPAD_TEST_CRASH: fault at this event (0: never) */
+
+void tp_proc_guard_track(struct tp_proc *p)
+{
+	if (!guard_proc)
+		guard_proc = p;
+}
+
+void tp_proc_guard_untrack(struct tp_proc *p)
+{
+	if (guard_proc == p)
+		guard_proc = NULL;
+}
+
+void tp_proc_guard_test_crash(void)
+{
+	/* A fault as a bug would make one, not a raise(): the guard runs from the fault. */
+	volatile int *volatile nowhere = NULL;
+
+	*nowhere = 0;
+}
+
+static void say(const char *s)
+{
+	size_t n = strlen(s);
+
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, s, n);
+
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Wait for the stop of interrupted task @t (polling: a task that cannot stop, a zombie,
+ * must not hang the guard).  A signal it stopped with is kept to be delivered at detach. */
+static void stop_task(struct tp_task *t)
+{
+	const struct timespec ms = {0, 1000 * 1000};
+	int st;
+
+	if (t->state == TP_TASK_STOPPED)
+		return;
+	if (!t->interrupting && ptrace(PTRACE_INTERRUPT, t->tid, 0, 0))
+		return;
+	for (int i = 0; i < GUARD_STOP_POLLS; i++) {
+		pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return;
+		if (r == 0) {
+			nanosleep(&ms, NULL);
+			continue;
+		}
+		if (!WIFSTOPPED(st)) /* gone */
+			return;
+		t->state = TP_TASK_STOPPED;
+		t->trapped = (st >> 16) == 0 && WSTOPSIG(st) == SIGTRAP;
+		/* A signal-delivery stop of the program's own signal: delivered at detach.
+		 * SIGTRAP here is one of our int3s (rewound by the restore) or a step. */
+		if ((st >> 16) == 0 && WSTOPSIG(st) != SIGTRAP && WSTOPSIG(st) != SIGSTOP)
+			t->pending_sig = WSTOPSIG(st);
+		return;
+	}
+}
+
+/* Is @sig pending for thread @tid alone (SigPnd of /proc/TID/status), read without stdio. */
+static bool thread_sig_pending(pid_t tid, int sig)
+{
+	char path[40] = "/proc/", digits[12], buf[2048], *p;
+	unsigned long long mask = 0;
+	size_t at = strlen(path);
+	ssize_t n;
+	int nd = 0, fd;
+
+	do
+		digits[nd++] = (char)('0' + tid % 10);
+	while ((tid /= 10) && nd < (int)sizeof(digits));
+	while (nd)
+		path[at++] = digits[--nd];
+	memcpy(path + at, "/status", 8);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strstr(buf, "\nSigPnd:");
+	if (!p)
+		return false;
+	for (p += 8; *p == ' ' || *p == '\t'; p++)
+		;
+	for (; (*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'); p++)
+		mask = mask << 4 | (unsigned)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+	return mask >> (sig - 1) & 1;
+}
+
+/* A task stopped as the interrupt came may have the SIGTRAP of an int3 queued but not taken:
+ * once detached, it would die of it.  It takes it now, while traced (a stop, suppressed). */
+static void take_pending_trap(struct tp_task *t)
+{
+	int st;
+
+	if (t->state != TP_TASK_STOPPED || t->pending_sig || !thread_sig_pending(t->tid, SIGTRAP) ||
+	    ptrace(PTRACE_CONT, t->tid, 0, 0))
+		return;
+	while (waitpid(t->tid, &st, __WALL) < 0 && errno == EINTR)
+		;
+	t->trapped = WIFSTOPPED(st);
+}
+
+/* Events reported but not handled yet: a breakpoint stop leaves its pc past the int3. */
+static void mark_queued_traps(struct tp_proc *p, const struct tp_event *q, unsigned head,
+			      unsigned len, unsigned cap)
+{
+	for (unsigned i = 0; i < len; i++) {
+		const struct tp_event *ev = &q[(head + i) % cap];
+		struct tp_task *t;
+
+		if (ev->kind == TP_EV_BREAKPOINT && (t = tp_proc_task_find(p, ev->tid)))
+			t->trapped = true;
+	}
+}
+
+bool tp_proc_guard_trapped(pid_t tid)
+{
+	struct tp_task *t = guard_proc ? tp_proc_task_find(guard_proc, tid) : NULL;
+
+	return t && t->trapped;
+}
+
+static void on_crash(int sig)
+{
+	struct tp_proc *p = guard_proc;
+
+	if (!guard_armed)
+		goto die;
+	guard_armed = 0;
+	tp_proc_guard_running = 1;
+	say(guard_who);
+	say(": crashed; restoring the programs and detaching\n");
+	if (!p)
+		goto die;
+	for (unsigned i = 0; i < p->cap; i++)
+		if (p->slots[i])
+			stop_task(p->slots[i]);
+	for (unsigned i = 0; i < p->cap; i++)
+		if (p->slots[i])
+			take_pending_trap(p->slots[i]);
+	mark_queued_traps(p, p->queue, p->qhead, p->qlen, p->qcap);
+	mark_queued_traps(p, p->held, p->hhead, p->hlen, p->hcap);
+	if (guard_restore)
+		guard_restore(guard_arg);
+	for (unsigned i = 0; i < p->cap; i++) {
+		struct tp_task *t = p->slots[i];
+
+		if (t)
+			ptrace(PTRACE_DETACH, t->tid, 0, t->pending_sig);
+	}
+die:
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+int tp_proc_guard_set(const char *who, tp_proc_guard_fn restore, void *arg)
+{
+	stack_t ss = {.ss_sp = guard_stack, .ss_size = sizeof(guard_stack)};
+	struct sigaction sa = {.sa_handler = on_crash,
+			       .sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK};
+	const char *env = getenv("TRACEPAD_TEST_CRASH");
+
+	if (sigaltstack(&ss, NULL))
+		return -errno;
+	guard_who = who;
+	guard_restore = restore;
+	guard_arg = arg;
+	tp_proc_guard_crash_after = env ? atol(env) : 0;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(guard_sigs) / sizeof(guard_sigs[0]); i++)
+		if (sigaction(guard_sigs[i], &sa, NULL))
+			return -errno;
+	guard_armed = 1;
+	return 0;
+}
+
+void tp_proc_guard_clear(void)
+{
+	guard_armed = 0;
+	guard_restore = NULL;
+	tp_proc_guard_crash_after = 0;
+	for (size_t i = 0; i < sizeof(guard_sigs) / sizeof(guard_sigs[0]); i++)
+		signal(guard_sigs[i], SIG_DFL);
+}

@@ -1,0 +1,338 @@
+/* Code run inside a stopped tracee for the tracer: syscalls (mmap of breakpoint areas,
+ * rt_sigaction), calls of pure functions (IFUNC resolvers), single-steps out of a slot.  Each
+ * waits for its one task; what other tasks report meanwhile is held, then requeued. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "proc/inject.h"
+#include "proc/proc-priv.h"
+
+/* The "syscall" instruction written at the entry point. */
+static const uint8_t syscall_insn[2] = {0x0f, 0x05};
+
+/* Results of an interrupted syscall that the kernel restarts (ERESTARTSYS, ERESTARTNOINTR,
+ * ERESTARTNOHAND, ERESTART_RESTARTBLOCK): kernel-internal, never seen by programs. */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+
+/* Signals of a step held back at most this often before the step is given up. */
+#define STEP_SIGNALS_MAX 16
+/* Syscall stops of another syscall passed over before an injection is given up. */
+#define OTHER_SYSCALLS_MAX 2
+/* The red zone below the stack pointer, and more, that an injected call keeps clear of. */
+#define CALL_STACK_GAP 1024
+
+int tp_proc_inject_defer(struct tp_proc *p, const struct tp_event *ev)
+{
+	if (p->hlen == p->hcap) {
+		unsigned ncap = p->hcap ? 2 * p->hcap : 16;
+		struct tp_event *n = malloc(ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		for (unsigned i = 0; i < p->hlen; i++)
+			n[i] = p->held[(p->hhead + i) % p->hcap];
+		free(p->held);
+		p->held = n;
+		p->hcap = ncap;
+		p->hhead = 0;
+	}
+	p->held[(p->hhead + p->hlen) % p->hcap] = *ev;
+	p->hlen++;
+	return 0;
+}
+
+/* Hand the events deferred during one operation back to the event loop, in order. */
+void tp_proc_inject_flush(struct tp_proc *p)
+{
+	while (p->hlen) {
+		tp_proc_requeue(p, &p->held[p->hhead]);
+		p->hhead = (p->hhead + 1) % p->hcap;
+		p->hlen--;
+	}
+}
+
+/* The operations of this module finish before the caller sees its own signals. */
+int tp_proc_inject_wait(struct tp_proc *p, struct tp_event *ev)
+{
+	int r;
+
+	while ((r = tp_proc_wait(p, ev)) == -EINTR)
+		;
+	return r;
+}
+
+/* After a signal stop of @tid, held back by an operation of this module: resume it as the
+ * operation does.  The stop may be one reported before the operation resumed @tid (a
+ * signal that came as tracepad attached, queued since): @tid then runs already, and goes on
+ * to the stop the operation waits for. */
+static int resume_unless_running(struct tp_proc *p, pid_t tid, enum tp_resume how)
+{
+	int r = tp_proc_resume(p, tid, how, 0);
+
+	return r == -EBUSY ? 0 : r;
+}
+
+static int step_once(struct tp_proc *p, pid_t tid, int *held);
+
+int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held)
+{
+	/* Signals that a step can raise stay as they were (blocking one would turn a fault
+	 * into a kill); the others wait until the step is done: a timer signal every 100 us
+	 * could otherwise come before every attempt at the step. */
+	const uint64_t sync = 1ULL << (SIGSEGV - 1) | 1ULL << (SIGBUS - 1) | 1ULL << (SIGILL - 1) |
+			      1ULL << (SIGFPE - 1) | 1ULL << (SIGTRAP - 1) | 1ULL << (SIGSYS - 1);
+	uint64_t mask;
+	bool masked = !tp_proc_get_sigmask(tid, &mask) && !tp_proc_set_sigmask(tid, mask | ~sync);
+	int r = step_once(p, tid, held);
+
+	if (masked && r != -ESRCH)
+		tp_proc_set_sigmask(tid, mask);
+	return r;
+}
+
+/* One attempt at the step, retried after each signal stop that comes first. */
+static int step_once(struct tp_proc *p, pid_t tid, int *held)
+{
+	struct tp_event ev;
+	int nsig = 0;
+	int r = tp_proc_resume(p, tid, TP_RESUME_STEP, 0);
+
+	if (r)
+		return r;
+	for (;;) {
+		r = tp_proc_inject_wait(p, &ev);
+		if (r)
+			return r;
+		if (ev.tid != tid) {
+			r = tp_proc_inject_defer(p, &ev);
+			if (r)
+				return r;
+			continue;
+		}
+		switch (ev.kind) {
+		case TP_EV_STEP:
+			return 0;
+		case TP_EV_EXITED:
+		case TP_EV_EXIT:
+			tp_proc_inject_defer(p, &ev);
+			return -ESRCH;
+		case TP_EV_SIGNAL:
+			/* The signal stop came before the step ran: step again. */
+			{
+				uint64_t dpc = 0;
+
+				tp_proc_get_pc(tid, &dpc);
+				tp_dbg(
+				    "proc: step of %d at 0x%llx: signal %d (code %d, addr %p) held",
+				    tid, (unsigned long long)dpc, ev.sig, ev.si.si_code,
+				    ev.si.si_addr);
+			}
+			if (++nsig > STEP_SIGNALS_MAX)
+				return -EIO;
+			*held = ev.sig;
+			r = resume_unless_running(p, tid, TP_RESUME_STEP);
+			if (r)
+				return r;
+			continue;
+		default:
+			/* A breakpoint or other trap reached by the stepped instruction. */
+			return ev.kind == TP_EV_BREAKPOINT ? 0 : -EIO;
+		}
+	}
+}
+
+/* Run @tid to its next syscall stop; other tasks' events are deferred, a signal for @tid
+ * held back into *@held. */
+static int syscall_stop(struct tp_proc *p, pid_t tid, int *held)
+{
+	struct tp_event ev;
+	int r = tp_proc_resume(p, tid, TP_RESUME_SYSCALL, 0);
+
+	while (!r) {
+		r = tp_proc_inject_wait(p, &ev);
+		if (r)
+			break;
+		if (ev.tid != tid) {
+			r = tp_proc_inject_defer(p, &ev);
+			continue;
+		}
+		switch (ev.kind) {
+		case TP_EV_SYSCALL:
+			return 0;
+		case TP_EV_SIGNAL:
+			*held = ev.sig;
+			r = resume_unless_running(p, tid, TP_RESUME_SYSCALL);
+			break;
+		case TP_EV_EXIT:
+		case TP_EV_EXITED:
+			tp_proc_inject_defer(p, &ev);
+			return -ESRCH;
+		default:
+			return -EIO;
+		}
+	}
+	return r;
+}
+
+int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, const uint64_t args[6],
+			   int64_t *ret)
+{
+	struct user_regs_struct saved, regs, inj;
+	uint8_t orig[2];
+	uint64_t at;
+	int r, r2, held = 0;
+
+	r = tp_proc_auxv(pid, AT_ENTRY, &at);
+	if (r)
+		return r;
+	r = tp_proc_get_regs(tid, &saved);
+	if (r)
+		return r;
+	if (tp_proc_read(pid, at, orig, sizeof(orig)) != sizeof(orig))
+		return -EIO;
+	r = tp_proc_write(pid, at, syscall_insn, sizeof(syscall_insn));
+	if (r)
+		return r;
+	regs = saved;
+	regs.rip = at;
+	regs.rax = nr;
+	regs.rdi = args[0];
+	regs.rsi = args[1];
+	regs.rdx = args[2];
+	regs.r10 = args[3];
+	regs.r8 = args[4];
+	regs.r9 = args[5];
+	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
+	regs.orig_rax = -1;
+	inj = regs;
+	/* Syscall stops, not a single-step: a step's trap, like an int3's, resets an ignored
+	 * or blocked SIGTRAP to SIG_DFL.  A task stopped inside a syscall (the exec stop of a
+	 * launched program) first reports that syscall's exit: other syscalls' stops are
+	 * passed over until the entry and exit of ours. */
+	r = tp_proc_set_regs(tid, &inj);
+	for (int seen = 0, other = 0; !r && seen < 2;) {
+		r = syscall_stop(p, tid, &held);
+		if (!r)
+			r = tp_proc_get_regs(tid, &regs);
+		if (r)
+			break;
+		if (regs.rip == at + sizeof(syscall_insn) && (long)regs.orig_rax == nr)
+			seen++;
+		else /* that syscall's exit wrote its result over our registers */
+			r = ++other > OTHER_SYSCALLS_MAX ? -EIO : tp_proc_set_regs(tid, &inj);
+	}
+	if (!r)
+		*ret = (int64_t)regs.rax;
+	r2 = tp_proc_write(pid, at, orig, sizeof(orig));
+	if (r != -ESRCH) {
+		/* Stopped inside an interrupted syscall (attached), the task was to restart it
+		 * on its way out; from the syscall-exit stop it resumes at now, the kernel no
+		 * longer would: restart it here, as the kernel does when no handler runs. */
+		long rv = (long)saved.rax;
+
+		if ((long)saved.orig_rax >= 0 &&
+		    (rv == -ERESTARTSYS || rv == -ERESTARTNOINTR || rv == -ERESTARTNOHAND ||
+		     rv == -ERESTART_RESTARTBLOCK)) {
+			saved.rax =
+			    rv == -ERESTART_RESTARTBLOCK ? SYS_restart_syscall : saved.orig_rax;
+			saved.rip -= sizeof(syscall_insn);
+		}
+		int r3 = tp_proc_set_regs(tid, &saved);
+
+		if (!r2)
+			r2 = r3;
+	}
+	if (held)
+		syscall(SYS_tgkill, pid, tid, held);
+	tp_proc_inject_flush(p);
+	return r ? r : r2;
+}
+
+int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
+			const uint64_t args[6], uint64_t ret_to, tp_proc_inject_trap_fn on_trap,
+			void *arg, uint64_t *ret)
+{
+	struct user_regs_struct saved, regs;
+	struct tp_event ev;
+	uint64_t sp, to;
+	int r, held = 0;
+
+	r = tp_proc_get_regs(tid, &saved);
+	if (r)
+		return r;
+	/* Below the red zone, aligned as at a call: [rsp] = return address, rsp + 8 % 16 = 0. */
+	sp = ((saved.rsp - CALL_STACK_GAP) & ~15ULL) - 8;
+	r = tp_proc_write(pid, sp, &ret_to, sizeof(ret_to));
+	if (r)
+		return r;
+	regs = saved;
+	regs.rsp = sp;
+	regs.rip = fn;
+	regs.rdi = args[0];
+	regs.rsi = args[1];
+	regs.rdx = args[2];
+	regs.rcx = args[3];
+	regs.r8 = args[4];
+	regs.r9 = args[5];
+	regs.rax = 0;
+	regs.orig_rax = -1; /* no syscall restart on the way out of this stop */
+	r = tp_proc_set_regs(tid, &regs);
+	if (!r)
+		r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
+	while (!r) {
+		r = tp_proc_inject_wait(p, &ev);
+		if (r)
+			break;
+		if (ev.tid != tid) {
+			r = tp_proc_inject_defer(p, &ev);
+			continue;
+		}
+		if (ev.kind == TP_EV_SIGNAL && ev.si.si_code > 0 && ev.sig != SIGCHLD) {
+			/* A fault of the function itself (it needed something not set up
+			 * yet): give up, nothing of it reaches the program. */
+			r = -EFAULT;
+			break;
+		}
+		if (ev.kind == TP_EV_SIGNAL) {
+			held = ev.sig;
+			r = resume_unless_running(p, tid, TP_RESUME_CONT);
+			continue;
+		}
+		if (ev.kind == TP_EV_EXIT || ev.kind == TP_EV_EXITED) {
+			tp_proc_inject_defer(p, &ev);
+			r = -ESRCH;
+			break;
+		}
+		if (ev.kind != TP_EV_BREAKPOINT || tp_proc_get_regs(tid, &regs)) {
+			r = -EIO;
+			break;
+		}
+		if (regs.rip - 1 == ret_to && regs.rsp == sp + 8) {
+			*ret = regs.rax;
+			break;
+		}
+		r = on_trap ? on_trap(arg, tid, regs.rip, &to) : -EIO;
+		if (!r)
+			r = tp_proc_set_pc(tid, to);
+		if (!r)
+			r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
+	}
+	if (r != -ESRCH) {
+		int r2 = tp_proc_set_regs(tid, &saved);
+
+		if (!r)
+			r = r2;
+	}
+	if (held)
+		syscall(SYS_tgkill, pid, tid, held);
+	tp_proc_inject_flush(p);
+	return r;
+}

@@ -1,0 +1,47 @@
+/* Running code inside a stopped tracee: one syscall, one function call, one single-step,
+ * each waiting for that one task while the other tasks' events are held back and handed
+ * to tp_proc_wait() again afterwards, in order. */
+#ifndef TP_PROC_INJECT_H
+#define TP_PROC_INJECT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proc/proc.h"
+
+/* Hold event @ev of another task until tp_proc_inject_flush().  Returns 0 or -ENOMEM. */
+int tp_proc_inject_defer(struct tp_proc *p, const struct tp_event *ev);
+/* Hand the held events back to the event loop (tp_proc_requeue()), in order. */
+void tp_proc_inject_flush(struct tp_proc *p);
+/* tp_proc_wait() that finishes before the tracer's own signals are looked at (-EINTR). */
+int tp_proc_inject_wait(struct tp_proc *p, struct tp_event *ev);
+
+/* Single-step @tid once and wait for its stop; other tasks' events are held.  A signal for
+ * @tid that comes first is held back into *@held (re-send it with tgkill once done) and the
+ * step retried; signals a step can raise itself stay unblocked.  A breakpoint reached by
+ * the step counts as done.  Returns 0, -ESRCH (@tid died), -EIO or -errno. */
+int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held);
+
+/* Run syscall @nr with @args inside stopped task @tid of process @pid and return its raw
+ * result (-errno on failure of the syscall) in *@ret.  The "syscall" instruction is written
+ * over the program's entry point (AT_ENTRY, never run again once the program started) and
+ * reached through syscall stops; bytes and registers are restored, including a pending
+ * syscall restart.  A signal arriving meanwhile is re-sent to @tid afterwards (its siginfo
+ * is lost).  @tid stays stopped, as after a reported stop.  Returns 0 or -errno (-ESRCH:
+ * @tid died). */
+int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, const uint64_t args[6],
+			   int64_t *ret);
+
+/* A breakpoint stop at @pc (after the int3) met by an injected call: 0 with *@to, the pc to
+ * resume at, or -errno to give up. */
+typedef int (*tp_proc_inject_trap_fn)(void *arg, pid_t tid, uint64_t pc, uint64_t *to);
+
+/* Call function @fn(@args) in stopped task @tid of process @pid and return its rax in
+ * *@ret: the task runs alone on its own stack below the red zone, returning to @ret_to,
+ * which must hold an int3; registers are restored.  Other int3 stops go to @on_trap (may be
+ * NULL: -EIO).  A fault of the function gives -EFAULT.  Returns 0, -ESRCH or -errno. */
+int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
+			const uint64_t args[6], uint64_t ret_to, tp_proc_inject_trap_fn on_trap,
+			void *arg, uint64_t *ret);
+
+#endif
