@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #define TP_ARCH_MAX_INSN_LEN 15
+#define TP_ARCH_INT3 0xcc /* the one-byte breakpoint instruction */
 
 /* Control-flow kind of an instruction. */
 enum tp_insn_kind {
