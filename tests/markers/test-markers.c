@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 TP_POINT(exe_point);
@@ -240,6 +242,21 @@ int main(int argc, char **argv)
 	__asm__ volatile("int3");
 	is_int(user_traps, 1, "a foreign int3 reaches the program's handler");
 	is_int(tp_point_disable(&exe_types), 1, "disable again");
+
+	/* Issue 14: a daemon closes every descriptor and opens its data file, which gets the
+	 * lowest number; enabling a point must not write into that file. */
+	struct stat st;
+	uint8_t back[4];
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	int data = (int)syscall(SYS_memfd_create, "data", 0);
+	ok(data == 3 && write(data, "data", 4) == 4, "a data file on the lowest descriptor");
+	is_int(tp_point_enable(&exe_types), 1, "enable after the program closed every fd");
+	ok(!fstat(data, &st) && st.st_size == 4, "its data file is untouched (%lld bytes)",
+	   (long long)st.st_size);
+	ok(pread(data, back, 4, 0) == 4 && !memcmp(back, "data", 4), "its bytes too");
+	is_int(tp_point_disable(&exe_types), 1, "disable again");
+	close(data);
 
 	tp_markers_set_consumer(NULL, NULL);
 	tp_point_enable(&exe_point);
