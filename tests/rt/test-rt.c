@@ -1,6 +1,7 @@
 /* src/rt: safe memory access, the near-code allocator, the patcher (N bytes, batches, the
  * byte check, no descriptor kept across batches) and the SIGTRAP dispatcher (clients in
  * order, chaining to the program's handler, taking SIGTRAP back). */
+#include "arch/arch.h"
 #include "rt/rt.h"
 
 #include "tap.h"
@@ -48,7 +49,7 @@ typedef int (*int_fn)(void);
 /* "mov eax, imm32; ret" padded with int3 to @len bytes. */
 static void ret_code(uint8_t *out, size_t len, int value)
 {
-	memset(out, 0xcc, len);
+	memset(out, TP_ARCH_INT3, len);
 	out[0] = 0xb8;
 	memcpy(out + 1, &value, 4);
 	out[5] = 0xc3;
@@ -150,7 +151,7 @@ static void test_patch(void)
 	b[0].addr = f + 5; /* the ret: becomes int3 (dest 0: not the patcher's trap) */
 	b[0].len = 1;
 	b[0].from[0] = 0xc3;
-	b[0].to[0] = 0xcc;
+	b[0].to[0] = TP_ARCH_INT3;
 	b[1].addr = g;
 	b[1].len = 5;
 	memcpy(b[1].from, want, 5); /* wrong: g holds "mov eax, 1" */
@@ -166,7 +167,7 @@ static void test_patch(void)
 	is_int(b[0].err, 0, "batch: 1-byte patch applied");
 	is_int(b[1].err, -EILSEQ, "batch: mismatching entry refused");
 	is_int(b[2].err, 0, "batch: 6-byte patch applied");
-	is_int(*(volatile uint8_t *)(uintptr_t)(f + 5), 0xcc, "batch: int3 in place");
+	is_int(*(volatile uint8_t *)(uintptr_t)(f + 5), TP_ARCH_INT3, "batch: int3 in place");
 	is_int(((int_fn)(uintptr_t)g)(), 1, "batch: refused entry untouched");
 	is_int(((int_fn)(uintptr_t)h)(), 7, "batch: applied entry runs");
 	is_int(tp_rt_patch(f + 5, &b[0].to, &ret1, 1, f + 5), 0, "patch: int3 lifted again");
@@ -226,7 +227,7 @@ static void test_dispatch(void)
 	struct sigaction sa;
 	int b_claims = 0;
 	uint64_t f = tp_rt_near_alloc((uint64_t)(uintptr_t)&test_dispatch, 16);
-	uint8_t code[16] = {0xcc, 0xb8, 5, 0, 0, 0, 0xc3};
+	uint8_t code[16] = {TP_ARCH_INT3, 0xb8, 5, 0, 0, 0, 0xc3};
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = program_handler;
