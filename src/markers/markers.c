@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 pthread_mutex_t tp_markers_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -275,11 +276,15 @@ TP_PUBLIC void tp__sites_register(struct tp_site *start, struct tp_site *stop)
 	/* Read here, not in a constructor of ours: in a static link the program's constructors,
 	 * which register its sites, may run before this library's. */
 	if (!env_read) {
-		const char *e = getenv("TRACEPAD_MARKERS");
+		/* In a secure-execution process (setuid, setgid, capabilities) the environment
+		 * is the unprivileged caller's: obeying it would hand them what the program
+		 * passes to its points. */
+		const char *e = getauxval(AT_SECURE) ? NULL : getenv("TRACEPAD_MARKERS");
 		env_read = true;
 		if (e && *e)
 			env_globs = strdup(e);
-		tp_markers_session_env_locked();
+		if (!getauxval(AT_SECURE))
+			tp_markers_session_env_locked();
 	}
 	tp_markers_session_poll_locked();
 	o = calloc(1, sizeof(*o));
