@@ -5,6 +5,7 @@
 #include "markers-priv.h"
 
 #include "arch/arch.h"
+#include "record.h"
 #include "rt/rt.h"
 #include "trace/trace.h"
 
@@ -386,10 +387,15 @@ TP_PUBLIC int tp_markers_format(const struct tp_site_desc *desc, const union tp_
 
 static void print_event(const struct tp_site_desc *desc, const union tp_arg *args)
 {
+	struct tp_markers_safe_args safe;
 	char line[1024];
 	int n = snprintf(line, sizeof(line), "%s: ", desc->point->name);
-	int m = tp_markers_format(desc, args, line + n, sizeof(line) - (size_t)n - 1);
+	int m;
 
+	/* the program's own consumer gets the arguments as they are; the runtime's reads of
+	 * them never fault */
+	args = tp_markers_safe_args(desc, args, &safe);
+	m = tp_markers_format(desc, args, line + n, sizeof(line) - (size_t)n - 1);
 	n += m < 0 ? 0 : m;
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;

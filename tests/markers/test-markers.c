@@ -35,6 +35,20 @@ __attribute__((noinline)) static void types_site(void)
 	TP_TRACE(exe_types, "%d %u %x %llu %.2f %p [%5s] %c %%", i8, u16, i32, u64, d, p, s, c);
 }
 
+TP_POINT(str_point);
+
+__attribute__((noinline)) static void str_site(const char *a, const char *b)
+{
+	TP_TRACE(str_point, "a=%s b=%s", a, b);
+}
+
+/* Issue 14: a bad string pointer is recorded as an error marker, NULL as "(null)". */
+static void run_bad_strings(void)
+{
+	str_site((const char *)16, NULL);
+	str_site("ok", (const char *)-4096l);
+}
+
 __attribute__((noinline)) static void tamper_site(void)
 {
 	TP_TRACE(tamper_point, "tamper");
@@ -259,6 +273,11 @@ int main(int argc, char **argv)
 	close(data);
 
 	tp_markers_set_consumer(NULL, NULL);
+	is_int(tp_point_enable(&str_point), 1, "enable the string point");
+	is_str(stderr_of(run_bad_strings),
+	       "str_point: a=(bad pointer) b=(null)\nstr_point: a=ok b=(bad pointer)\n",
+	       "bad string pointers and NULL print markers, no crash");
+	tp_point_disable(&str_point);
 	tp_point_enable(&exe_point);
 	is_str(stderr_of(run_exe_site), "exe_point: exe n=1 s=a\n", "default consumer: stderr");
 	return tap_done();
