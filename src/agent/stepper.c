@@ -467,6 +467,24 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 	}
 }
 
+/* A debug trap whose DR6 names no cause reaches us as TRAP_BRKPT, as if the program had run
+ * an icebp: some virtual machines report TF steps that way now and then (issue 14: gzip died
+ * of SIGTRAP under the stepper).  It is a step when the kernel made it here (si_addr is the
+ * PC), TF was set, and the instruction before the PC is no icebp of the program's. */
+static int step_without_bs(const siginfo_t *si, const greg_t *g)
+{
+	uint64_t pc = (uint64_t)g[REG_RIP];
+	struct tp_insn in;
+	uint8_t b;
+
+	if (!(g[REG_EFL] & TP_EFLAGS_TF) || (uint64_t)(uintptr_t)si->si_addr != pc)
+		return 0;
+	if (!tp_rt_mem_read(pc - 1, &b, 1) && !tp_arch_decode(&b, 1, pc - 1, &in) && in.len == 1 &&
+	    in.kind == TP_INSN_INT)
+		return 0;
+	return 1;
+}
+
 /* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints. */
 static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
 {
@@ -474,7 +492,7 @@ static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
 	struct tp_tstate *ts = &tp_ts;
 	struct tp_abp *bp;
 
-	if (si->si_code == TRAP_TRACE) {
+	if (si->si_code == TRAP_TRACE || (si->si_code == TRAP_BRKPT && step_without_bs(si, g))) {
 		if (!(g[REG_EFL] & TP_EFLAGS_TF))
 			return 1; /* the trap after an instruction that cleared TF */
 		if (tp_ag.disabled) {
