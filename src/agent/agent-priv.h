@@ -1,5 +1,5 @@
 /* State shared by the agent's files.  Everything here runs inside the traced program: no
- * malloc, no stdio, no locks the program may hold; raw syscalls only (agent/raw.h). */
+ * malloc, no stdio, no locks the program may hold; raw syscalls only (rt/raw.h). */
 #ifndef TP_AGENT_PRIV_H
 #define TP_AGENT_PRIV_H
 
@@ -9,9 +9,11 @@
 
 #include "agent/agent-abi.h"
 #include "arch/arch.h"
+#include "rt/raw.h"
+#include "rt/rt.h"
 #include "trace/trace.h"
 
-#define TP_EFLAGS_TF 0x100ull
+#define TP_EFLAGS_TF TP_RT_EFLAGS_TF
 #define TP_HIDDEN __attribute__((visibility("hidden")))
 
 /* Per-thread state, reached through initial-exec TLS without a lock. */
@@ -22,7 +24,6 @@ struct tp_tstate {
 	uint8_t region_done;	      /* its --start region was used up */
 	uint8_t in_region;	      /* counting because of --start: ends at region_ret */
 	uint8_t pending_fork;	      /* a fork-like syscall ran since the last trap */
-	uint8_t trap_blocked;	      /* the program believes it blocked SIGTRAP */
 	uint32_t pending_clone_flags;
 	uint64_t region_ret, region_sp;
 	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
@@ -61,9 +62,6 @@ struct tp_agent {
 	uint64_t addr_mask;
 	uint64_t text_start, text_end;
 	uint64_t start_pc, stop_pc;
-	uint64_t slot_pages[TP_AGENT_MAX_BPS];
-	uint32_t slot_used[TP_AGENT_MAX_BPS];
-	int npages;
 	uint64_t clone_sites[TP_AGENT_CLONE_SITES];
 	struct tp_abp bps[TP_AGENT_MAX_BPS];
 	int nbps;
@@ -79,53 +77,23 @@ void tracepad_step_begin(void);
 void tracepad_step_end(void);
 void tp_agent_sync(void) TP_HIDDEN;
 void tp_agent_sync2(void) TP_HIDDEN;
-void tp_sig_entry(int, siginfo_t *, void *) TP_HIDDEN;
-void tp_noop_handler(int) TP_HIDDEN;
-void tp_call_handler_tf(void *handler, int sig, siginfo_t *si, void *uc) TP_HIDDEN;
 
 /* agent.c */
-int tp_agent_read(uint64_t addr, void *buf, unsigned long len) TP_HIDDEN;
-int tp_agent_write(uint64_t addr, const void *buf, unsigned long len) TP_HIDDEN;
 int tp_agent_gettid(void) TP_HIDDEN;
 void tp_agent_fail(const char *msg) TP_HIDDEN;
 struct tp_agent_thread *tp_agent_slot(void) TP_HIDDEN;
 void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;
 
 /* stepper.c */
-void tp_trap_handler(int sig, siginfo_t *si, void *ucv) TP_HIDDEN;
+/* Register the stepper with the SIGTRAP dispatcher and take SIGTRAP (rt's owner mode). */
 int tp_stepper_install(void) TP_HIDDEN;
+/* What the signal virtualisation asks the stepper (tp_rt_wrap_init, tp_rt_sig_init). */
+extern const struct tp_rt_sig_host tp_stepper_sig_host TP_HIDDEN;
 int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind) TP_HIDDEN;
 void tp_thread_start_counting(struct tp_tstate *ts) TP_HIDDEN;
-void tp_count_pc(struct tp_tstate *ts, uint64_t pc, unsigned *len) TP_HIDDEN;
-void tp_uncount_pc(struct tp_tstate *ts, uint64_t pc) TP_HIDDEN;
 void tp_agent_event(struct tp_tstate *ts, enum tp_agent_event ev, uint64_t pc) TP_HIDDEN;
-
-/* signals.c */
-struct tp_ksigaction {
-	void *handler;
-	unsigned long flags;
-	void *restorer;
-	uint64_t mask;
-};
-#define TP_SA_RESTORER 0x04000000ul
-int tp_sig_init(void) TP_HIDDEN;
-long tp_sig_emulate_sigaction(ucontext_t *uc) TP_HIDDEN;
-long tp_sig_emulate_sigprocmask(struct tp_tstate *ts, ucontext_t *uc) TP_HIDDEN;
-void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc) TP_HIDDEN;
-/* The program's idea of @sig's action; returns 0 when unknown. */
-int tp_sig_virtual(int sig, struct tp_ksigaction *out) TP_HIDDEN;
-/* libc changed @sig's action for real: take it as the program's, and put the agent's back. */
-void tp_sig_refresh(int sig) TP_HIDDEN;
 
 /* zydis-shim.c */
 int tp_zydis_load(void) TP_HIDDEN;
-
-/* wrap.c */
-void tp_wrap_init(void) TP_HIDDEN;
-
-static inline uint64_t tp_sigbit(int sig)
-{
-	return 1ull << (sig - 1);
-}
 
 #endif

@@ -11,7 +11,6 @@
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
-#include "agent/raw.h"
 
 struct tp_agent tp_ag TP_HIDDEN;
 __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initial-exec")));
@@ -19,24 +18,6 @@ __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initial-exec
 int tp_agent_gettid(void)
 {
 	return (int)tp_raw0(SYS_gettid);
-}
-
-/* Reads and writes of the program's memory that fail with -EFAULT instead of faulting:
- * the agent must never crash the program it observes. */
-int tp_agent_read(uint64_t addr, void *buf, unsigned long len)
-{
-	struct iovec l = {buf, len}, r = {(void *)addr, len};
-	long n = tp_raw6(SYS_process_vm_readv, tp_raw0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0);
-
-	return n == (long)len ? 0 : -14;
-}
-
-int tp_agent_write(uint64_t addr, const void *buf, unsigned long len)
-{
-	struct iovec l = {(void *)buf, len}, r = {(void *)addr, len};
-	long n = tp_raw6(SYS_process_vm_writev, tp_raw0(SYS_getpid), (long)&l, 1, (long)&r, 1, 0);
-
-	return n == (long)len ? 0 : -14;
 }
 
 void tp_agent_fail(const char *msg)
@@ -387,7 +368,7 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 
 	if (fd < 0 || secure_exec(envp))
 		return 0;
-	tp_wrap_init();
+	tp_rt_wrap_init(&tp_stepper_sig_host);
 	if (ctl_map(fd) == -1)
 		return 0;
 	ctl = tp_ag.ctl;
@@ -413,7 +394,7 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 	dl_iterate_phdr(find_text, NULL);
 	ctl->agent_text[0] = tp_ag.text_start;
 	ctl->agent_text[1] = tp_ag.text_end;
-	if (tp_sig_init() || tp_stepper_install()) {
+	if (tp_rt_sig_init(&tp_stepper_sig_host) || tp_stepper_install()) {
 		tp_agent_fail("cannot install the SIGTRAP handler");
 		return 0;
 	}

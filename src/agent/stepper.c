@@ -3,7 +3,8 @@
  * Syscalls need care: after one, the kernel returns with TF set and the next instruction
  * runs before the next trap, so the handler counts it afterwards ("pending"); syscalls that
  * would take the stepper's SIGTRAP away from it (rt_sigaction, rt_sigprocmask) are emulated
- * from the handler (signals.c). */
+ * from the handler (src/rt's signal virtualisation).  The stepper is a client of src/rt's
+ * SIGTRAP dispatcher, which owns SIGTRAP for the agent. */
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
@@ -11,7 +12,6 @@
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
-#include "agent/raw.h"
 
 #ifndef TRAP_TRACE
 #define TRAP_TRACE 2
@@ -35,10 +35,10 @@ static int read_code(uint64_t pc, uint8_t *buf)
 
 	if (first > TP_ARCH_MAX_INSN_LEN)
 		first = TP_ARCH_MAX_INSN_LEN;
-	if (tp_agent_read(pc, buf, first))
+	if (tp_rt_mem_read(pc, buf, first))
 		return 0;
 	if (first < TP_ARCH_MAX_INSN_LEN &&
-	    !tp_agent_read(pc + first, buf + first, TP_ARCH_MAX_INSN_LEN - first))
+	    !tp_rt_mem_read(pc + first, buf + first, TP_ARCH_MAX_INSN_LEN - first))
 		return TP_ARCH_MAX_INSN_LEN;
 	return (int)first;
 }
@@ -101,7 +101,7 @@ static void count_insn(struct tp_tstate *ts, uint64_t pc, const struct tp_insn *
 }
 
 /* Take back the count of the instruction at @pc (counted before a signal interrupted it). */
-void tp_uncount_pc(struct tp_tstate *ts, uint64_t pc)
+static void uncount_pc(struct tp_tstate *ts, uint64_t pc)
 {
 	struct tp_agent_thread *t = ts->slot;
 	struct tp_insn in;
@@ -152,7 +152,7 @@ static void stop_counting(struct tp_tstate *ts, greg_t *g)
 
 /* The instruction that ran without a trap after a syscall; a syscall there (a restarted
  * one, after rt_sigreturn) took its following instruction along too. */
-void tp_count_pc(struct tp_tstate *ts, uint64_t pc, unsigned *len)
+static void count_pc_len(struct tp_tstate *ts, uint64_t pc, unsigned *len)
 {
 	struct tp_insn in;
 
@@ -174,60 +174,23 @@ static void count_pending(struct tp_tstate *ts)
 
 /* ---- breakpoints with an out-of-line copy of the displaced instruction ---- */
 
-/* A page for out-of-line copies within rel32 reach of @addr (breakpoints in the program and
- * in libc are more than 2 GiB apart): an existing one, or a new one just below. */
-static uint64_t slot_page_near(uint64_t addr)
+/* Plant or lift the int3 of @bp with src/rt's patcher: a thread that meets the int3 while
+ * it is lifted runs the displaced instruction from its slot. */
+static int bp_patch(struct tp_abp *bp, int on)
 {
-	for (int i = 0; i < tp_ag.npages; i++) {
-		uint64_t p = tp_ag.slot_pages[i];
-		uint64_t d = p > addr ? p - addr : addr - p;
+	const uint8_t int3 = TP_ARCH_INT3;
 
-		if (d < (1ull << 30) && tp_ag.slot_used[i] + 64 <= 4096)
-			return p;
-	}
-	if (tp_ag.npages >= TP_AGENT_MAX_BPS)
-		return 0;
-	for (int i = 1; i < 64; i++) {
-		uint64_t hint = (addr & ~0xfffffull) - (uint64_t)i * 0x1000000ull;
-		long p = tp_raw6(SYS_mmap, (long)hint, 4096, PROT_READ | PROT_EXEC,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-
-		if (p < 0 && p > -4096)
-			continue;
-		tp_ag.slot_pages[tp_ag.npages] = (uint64_t)p;
-		tp_ag.slot_used[tp_ag.npages++] = 0;
-		return (uint64_t)p;
-	}
-	return 0;
-}
-
-static int slot_index(uint64_t page)
-{
-	for (int i = 0; i < tp_ag.npages; i++)
-		if (tp_ag.slot_pages[i] == page)
-			return i;
-	return -1;
-}
-
-static int patch_byte(uint64_t addr, uint8_t b)
-{
-	long fd = tp_raw3(SYS_open, "/proc/self/mem", 02 /* O_RDWR */ | 02000000, 0);
-	long n;
-
-	if (fd < 0)
-		return -1;
-	n = tp_raw4(SYS_pwrite64, fd, &b, 1, (long)addr);
-	tp_raw1(SYS_close, fd);
-	return n == 1 ? 0 : -1;
+	if (on)
+		return tp_rt_patch(bp->addr, bp->orig, &int3, 1, 0);
+	return tp_rt_patch(bp->addr, &int3, bp->orig, 1, bp->slot);
 }
 
 int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
 {
 	struct tp_abp *bp;
 	uint8_t code[64];
-	uint64_t page;
 	size_t len = 0;
-	int n, idx;
+	int n;
 
 	if (tp_ag.nbps >= TP_AGENT_MAX_BPS)
 		return -1;
@@ -235,28 +198,26 @@ int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind)
 	n = read_code(addr, bp->orig);
 	if (!n || tp_arch_decode(bp->orig, (size_t)n, addr, &bp->insn))
 		return -1;
-	page = slot_page_near(addr);
-	idx = slot_index(page);
-	if (!page || idx < 0)
+	/* the slot is out of reach of every thread until the int3 below is planted */
+	bp->slot = tp_rt_near_alloc(addr, sizeof(code));
+	if (!bp->slot)
 		return -1;
-	bp->slot = page + tp_ag.slot_used[idx];
 	if (tp_arch_relocate(bp->orig, bp->insn.len, addr, bp->slot, code, sizeof(code) - 5, &len))
 		return -1;
 	bp->slot_back = bp->slot + len;
 	if (tp_arch_emit_jmp(code + len, bp->slot_back, addr + bp->insn.len))
 		return -1;
-	/* the page is never writable and executable at once; nothing runs it yet */
-	if (tp_raw3(SYS_mprotect, page, 4096, PROT_READ | PROT_WRITE))
+	if (tp_rt_near_write(bp->slot, code, len + 5))
 		return -1;
-	memcpy((void *)bp->slot, code, len + 5);
-	tp_raw3(SYS_mprotect, page, 4096, PROT_READ | PROT_EXEC);
-	tp_ag.slot_used[idx] += 64;
 	bp->addr = addr;
 	bp->kind = kind;
-	if (patch_byte(addr, 0xcc))
-		return -1;
+	/* live before the int3 exists: a thread may hit it at once */
 	bp->live = 1;
 	tp_ag.nbps++;
+	if (bp_patch(bp, 1)) {
+		bp->live = 0;
+		return -1;
+	}
 	return 0;
 }
 
@@ -268,10 +229,11 @@ static struct tp_abp *bp_find(uint64_t addr)
 	return NULL;
 }
 
+/* Inside an out-of-line copy (each fits in 64 bytes). */
 static int in_slots(uint64_t pc)
 {
-	for (int i = 0; i < tp_ag.npages; i++)
-		if (pc - tp_ag.slot_pages[i] < 4096)
+	for (int i = 0; i < tp_ag.nbps; i++)
+		if (pc - tp_ag.bps[i].slot < 64)
 			return 1;
 	return 0;
 }
@@ -280,7 +242,7 @@ static void region_begin(struct tp_tstate *ts, greg_t *g)
 {
 	uint64_t ret;
 
-	if (tp_agent_read((uint64_t)g[REG_RSP], &ret, 8))
+	if (tp_rt_mem_read((uint64_t)g[REG_RSP], &ret, 8))
 		return;
 	ts->init = 1;
 	ts->region_done = 1;
@@ -299,7 +261,7 @@ static void bp_reached(struct tp_tstate *ts, greg_t *g, struct tp_abp *bp)
 		uint64_t main_pc = (uint64_t)g[REG_RDI];
 
 		bp->live = 0;
-		patch_byte(bp->addr, bp->orig[0]);
+		bp_patch(bp, 0);
 		g[REG_RIP] = (greg_t)bp->addr;
 		tp_ag.start_pc = tp_ag.ctl->start_pc = main_pc;
 		if (tp_bp_insert(main_pc, TP_ABP_START))
@@ -342,24 +304,24 @@ static int syscall_before(struct tp_tstate *ts, ucontext_t *uc, uint64_t pc, uns
 
 	switch (g[REG_RAX]) {
 	case SYS_rt_sigaction:
-		ret = tp_sig_emulate_sigaction(uc);
+		ret = tp_rt_sig_emulate_sigaction(uc);
 		break;
 	case SYS_rt_sigprocmask:
-		ret = tp_sig_emulate_sigprocmask(ts, uc);
+		ret = tp_rt_sig_emulate_sigprocmask(uc);
 		break;
 	case SYS_rt_sigreturn: {
 		/* the frame's ucontext is at %rsp: resume where it says, if TF stays on */
 		ucontext_t *f = (ucontext_t *)(uintptr_t)g[REG_RSP];
 		uint64_t rip, efl;
 
-		if (!tp_agent_read((uint64_t)&f->uc_mcontext.gregs[REG_RIP], &rip, 8) &&
-		    !tp_agent_read((uint64_t)&f->uc_mcontext.gregs[REG_EFL], &efl, 8) &&
+		if (!tp_rt_mem_read((uint64_t)&f->uc_mcontext.gregs[REG_RIP], &rip, 8) &&
+		    !tp_rt_mem_read((uint64_t)&f->uc_mcontext.gregs[REG_EFL], &efl, 8) &&
 		    (efl & TP_EFLAGS_TF))
 			ts->pending = rip;
 		return 0;
 	}
 	case SYS_clone3:
-		if (tp_agent_read((uint64_t)g[REG_RDI], &flags, 8))
+		if (tp_rt_mem_read((uint64_t)g[REG_RDI], &flags, 8))
 			flags = 0;
 		goto clone;
 	case SYS_clone:
@@ -505,22 +467,40 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 	}
 }
 
-void tp_trap_handler(int sig, siginfo_t *si, void *ucv)
+/* A debug trap whose DR6 names no cause reaches us as TRAP_BRKPT, as if the program had run
+ * an icebp: some virtual machines report TF steps that way now and then (issue 14: gzip died
+ * of SIGTRAP under the stepper).  It is a step when the kernel made it here (si_addr is the
+ * PC), TF was set, and the instruction before the PC is no icebp of the program's. */
+static int step_without_bs(const siginfo_t *si, const greg_t *g)
 {
-	ucontext_t *uc = ucv;
+	uint64_t pc = (uint64_t)g[REG_RIP];
+	struct tp_insn in;
+	uint8_t b;
+
+	if (!(g[REG_EFL] & TP_EFLAGS_TF) || (uint64_t)(uintptr_t)si->si_addr != pc)
+		return 0;
+	if (!tp_rt_mem_read(pc - 1, &b, 1) && !tp_arch_decode(&b, 1, pc - 1, &in) && in.len == 1 &&
+	    in.kind == TP_INSN_INT)
+		return 0;
+	return 1;
+}
+
+/* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints. */
+static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
+{
 	greg_t *g = uc->uc_mcontext.gregs;
 	struct tp_tstate *ts = &tp_ts;
 	struct tp_abp *bp;
 
-	if (si->si_code == TRAP_TRACE) {
+	if (si->si_code == TRAP_TRACE || (si->si_code == TRAP_BRKPT && step_without_bs(si, g))) {
 		if (!(g[REG_EFL] & TP_EFLAGS_TF))
-			return; /* the trap after an instruction that cleared TF */
+			return 1; /* the trap after an instruction that cleared TF */
 		if (tp_ag.disabled) {
 			g[REG_EFL] &= ~TP_EFLAGS_TF;
-			return;
+			return 1;
 		}
 		step(ts, uc);
-		return;
+		return 1;
 	}
 	if (si->si_code == SI_KERNEL) {
 		bp = bp_find((uint64_t)g[REG_RIP] - 1);
@@ -529,28 +509,86 @@ void tp_trap_handler(int sig, siginfo_t *si, void *ucv)
 				g[REG_RIP] = (greg_t)bp->slot;
 			else
 				bp_reached(ts, g, bp);
-			return;
+			return 1;
 		}
 	}
-	tp_sig_foreign_trap(sig, si, uc);
+	return 0;
 }
+
+/* ---- what the signal virtualisation asks the stepper ---- */
+
+static int host_stepped(const ucontext_t *uc)
+{
+	return !tp_ag.disabled && tp_ag.active && tp_ts.counting &&
+	       (uc->uc_mcontext.gregs[REG_EFL] & TP_EFLAGS_TF);
+}
+
+static void host_handler_enter(const ucontext_t *uc)
+{
+	/* The interrupted instruction runs after the handler's sigreturn, which counts it
+	 * then.  Delivered at a syscall's exit, it was pending and not counted yet; delivered
+	 * after a trap, that trap counted it: take that back. */
+	if (tp_ts.pending)
+		tp_ts.pending = 0;
+	else
+		uncount_pc(&tp_ts, (uint64_t)uc->uc_mcontext.gregs[REG_RIP]);
+}
+
+static void host_trap_handler(void *h, int sig, siginfo_t *si, ucontext_t *uc)
+{
+	/* Natively the handler would return through the program's restorer and the
+	 * interrupted instruction would run after rt_sigreturn without a trap of its own
+	 * (unless a trap had counted it already: an asynchronous SIGTRAP). */
+	struct tp_ksigaction act = {0};
+	int fresh = tp_ts.pending || si->si_code == SI_KERNEL;
+	unsigned len = 0;
+
+	tp_ts.pending = 0;
+	tp_rt_sig_virtual(SIGTRAP, &act);
+	tp_rt_call_handler_tf(h, sig, si, uc);
+	if ((act.flags & TP_SA_RESTORER) && act.restorer) {
+		count_pc_len(&tp_ts, (uint64_t)(uintptr_t)act.restorer, &len);
+		if (len)
+			count_pc_len(&tp_ts, (uint64_t)(uintptr_t)act.restorer + len, NULL);
+	}
+	if (fresh)
+		tp_ts.pending = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+}
+
+static int host_route(int which)
+{
+	if (tp_ag.disabled || !tp_ag.ctl)
+		return 0;
+	if (!tp_ag.active) {
+		/* under the ptrace engine only the masks matter (see src/rt/wrap.c) */
+		return which == TP_RT_WRAP_SIGPROCMASK || which == TP_RT_WRAP_PTHREAD_SIGMASK;
+	}
+	return tp_ts.counting ? 2 : 1;
+}
+
+const struct tp_rt_sig_host tp_stepper_sig_host = {
+    .stepped = host_stepped,
+    .handler_enter = host_handler_enter,
+    .trap_handler = host_trap_handler,
+    .route = host_route,
+};
 
 int tp_stepper_install(void)
 {
-	struct tp_ksigaction sa = {0};
-	extern void tp_restore_rt(void) TP_HIDDEN;
+	static int registered;
 	long p;
 
 	if (!dcache) {
 		p = tp_raw6(SYS_mmap, 0, (1l << DC_BITS) * (long)sizeof(struct dc_entry),
 			    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p < 0 && p > -4096)
+		if (tp_raw_failed(p))
 			return -1;
 		dcache = (struct dc_entry *)p;
 	}
-	sa.handler = (void *)tp_trap_handler;
-	sa.flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | TP_SA_RESTORER;
-	sa.restorer = (void *)tp_restore_rt;
-	sa.mask = ~tp_sigbit(SIGTRAP);
-	return tp_raw4(SYS_rt_sigaction, SIGTRAP, &sa, NULL, 8) ? -1 : 0;
+	if (!registered) {
+		if (tp_rt_trap_register(on_trap, NULL))
+			return -1;
+		registered = 1;
+	}
+	return tp_rt_trap_own(tp_rt_sig_foreign_trap) ? -1 : 0;
 }

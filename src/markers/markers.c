@@ -5,7 +5,8 @@
 #include "markers-priv.h"
 
 #include "arch/arch.h"
-#include "patch.h"
+#include "record.h"
+#include "rt/rt.h"
 #include "trace/trace.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 pthread_mutex_t tp_markers_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -33,7 +35,11 @@ struct consumer {
 #define POINT_F_SEEN 0x80000000u
 static struct consumer *_Atomic consumer;
 
-static int site_set(struct tp_site *s, bool on)
+static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+
+/* The patch that takes site @s to state @on, into @p: returns 1, or 0 when the site is in
+ * that state already, or -errno. */
+static int site_prepare(struct tp_site *s, bool on, struct tp_rt_patch *p)
 {
 	uint8_t jmp[5];
 	struct tp_insn insn;
@@ -46,41 +52,91 @@ static int site_set(struct tp_site *s, bool on)
 	/* The record says where the site is; confirm it is one 5-byte instruction there. */
 	if (tp_arch_decode((const void *)s->addr, 5, s->addr, &insn) || insn.len != 5)
 		return -EILSEQ;
-	if (on) {
-		if (!memcmp((const void *)s->addr, jmp, 5))
-			return (s->state = 1), 0;
-		err = tp_markers_patch(s->addr, tp_markers_nop5, jmp, s->target);
-	} else {
-		if (!memcmp((const void *)s->addr, tp_markers_nop5, 5))
-			return (s->state = 0), 0;
-		err = tp_markers_patch(s->addr, jmp, tp_markers_nop5, s->addr + 5);
+	if (!memcmp((const void *)s->addr, on ? jmp : nop5, 5))
+		return 0;
+	memset(p, 0, sizeof(*p));
+	p->addr = s->addr;
+	p->len = 5;
+	memcpy(p->from, on ? nop5 : jmp, 5);
+	memcpy(p->to, on ? jmp : nop5, 5);
+	/* a thread that meets the temporary int3 goes where the site will lead */
+	p->dest = on ? s->target : s->addr + 5;
+	return 1;
+}
+
+/* Sites patched in one batch of src/rt's patcher: one membarrier a step for all. */
+#define SITE_BATCH 32
+
+struct site_batch {
+	struct tp_rt_patch p[SITE_BATCH];
+	struct tp_site *site[SITE_BATCH];
+	unsigned n;
+	bool on;
+	int done, first_err;
+};
+
+static void batch_error(struct site_batch *b, int err)
+{
+	if (!b->first_err)
+		b->first_err = err;
+}
+
+static void batch_flush(struct site_batch *b)
+{
+	if (!b->n)
+		return;
+	tp_rt_patch_batch(b->p, b->n);
+	for (unsigned i = 0; i < b->n; i++) {
+		if (b->p[i].err) {
+			batch_error(b, b->p[i].err);
+			continue;
+		}
+		b->site[i]->state = b->on;
+		b->done++;
 	}
-	if (!err)
-		s->state = on;
-	return err;
+	b->n = 0;
+}
+
+static void batch_add(struct site_batch *b, struct tp_site *s)
+{
+	int r = site_prepare(s, b->on, &b->p[b->n]);
+
+	if (r < 0) {
+		batch_error(b, r);
+	} else if (!r) {
+		s->state = b->on;
+		b->done++;
+	} else {
+		b->site[b->n++] = s;
+		if (b->n == SITE_BATCH)
+			batch_flush(b);
+	}
+}
+
+static int site_set(struct tp_site *s, bool on)
+{
+	struct site_batch b = {.on = on};
+
+	batch_add(&b, s);
+	batch_flush(&b);
+	return b.first_err;
 }
 
 /* Patch every site of @point; the first error is returned after trying all sites. */
 static int point_set_locked(struct tp_point *point, bool on)
 {
-	int n = 0, first_err = 0;
+	struct site_batch b = {.on = on};
 
 	if (on)
 		point->flags |= TP_POINT_F_ENABLED;
 	else
 		point->flags &= ~TP_POINT_F_ENABLED;
-	for (struct tp_markers_object *o = tp_markers_objects; o; o = o->next) {
-		for (struct tp_site *s = o->start; s < o->stop; s++) {
-			if (!s->desc || s->desc->point != point)
-				continue;
-			int err = site_set(s, on);
-			if (err && !first_err)
-				first_err = err;
-			else if (!err)
-				n++;
-		}
-	}
-	return first_err ? first_err : n;
+	for (struct tp_markers_object *o = tp_markers_objects; o; o = o->next)
+		for (struct tp_site *s = o->start; s < o->stop; s++)
+			if (s->desc && s->desc->point == point)
+				batch_add(&b, s);
+	batch_flush(&b);
+	return b.first_err ? b.first_err : b.done;
 }
 
 TP_PUBLIC int tp_point_enable(struct tp_point *point)
@@ -221,11 +277,15 @@ TP_PUBLIC void tp__sites_register(struct tp_site *start, struct tp_site *stop)
 	/* Read here, not in a constructor of ours: in a static link the program's constructors,
 	 * which register its sites, may run before this library's. */
 	if (!env_read) {
-		const char *e = getenv("TRACEPAD_MARKERS");
+		/* In a secure-execution process (setuid, setgid, capabilities) the environment
+		 * is the unprivileged caller's: obeying it would hand them what the program
+		 * passes to its points. */
+		const char *e = getauxval(AT_SECURE) ? NULL : getenv("TRACEPAD_MARKERS");
 		env_read = true;
 		if (e && *e)
 			env_globs = strdup(e);
-		tp_markers_session_env_locked();
+		if (!getauxval(AT_SECURE))
+			tp_markers_session_env_locked();
 	}
 	tp_markers_session_poll_locked();
 	o = calloc(1, sizeof(*o));
@@ -291,12 +351,12 @@ TP_PUBLIC void tp_markers_set_consumer(tp_consumer_fn fn, void *ctx)
 
 TP_PUBLIC void tp__markers_set_patch_delay(unsigned usec)
 {
-	tp_markers_patch_set_delay(usec);
+	tp_rt_patch_set_delay(usec);
 }
 
 TP_PUBLIC unsigned long tp__markers_trap_count(void)
 {
-	return tp_markers_patch_traps();
+	return tp_rt_patch_traps();
 }
 
 TP_PUBLIC struct tp_point *tp_point_find(const char *name)
@@ -327,10 +387,15 @@ TP_PUBLIC int tp_markers_format(const struct tp_site_desc *desc, const union tp_
 
 static void print_event(const struct tp_site_desc *desc, const union tp_arg *args)
 {
+	struct tp_markers_safe_args safe;
 	char line[1024];
 	int n = snprintf(line, sizeof(line), "%s: ", desc->point->name);
-	int m = tp_markers_format(desc, args, line + n, sizeof(line) - (size_t)n - 1);
+	int m;
 
+	/* the program's own consumer gets the arguments as they are; the runtime's reads of
+	 * them never fault */
+	args = tp_markers_safe_args(desc, args, &safe);
+	m = tp_markers_format(desc, args, line + n, sizeof(line) - (size_t)n - 1);
 	n += m < 0 ? 0 : m;
 	if (n > (int)sizeof(line) - 2)
 		n = (int)sizeof(line) - 2;

@@ -2,6 +2,8 @@
  * encoding of one event into (and back out of) a ring record. */
 #include "record.h"
 
+#include "rt/rt.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -11,6 +13,28 @@ int tp_markers_fields(const struct tp_site_desc *desc,
 	if (desc->nargs > TP_MAX_ARGS || strlen(desc->types) != desc->nargs)
 		return -EINVAL;
 	return tp_markers_fields_of(desc->types, out);
+}
+
+const union tp_arg *tp_markers_safe_args(const struct tp_site_desc *desc, const union tp_arg *args,
+					 struct tp_markers_safe_args *tmp)
+{
+	uint32_t n = desc->nargs < TP_MAX_ARGS ? desc->nargs : TP_MAX_ARGS;
+
+	if (!strchr(desc->types, TP_ARG_STR))
+		return args;
+	for (uint32_t i = 0; i < n; i++) {
+		tmp->args[i] = args[i];
+		if (desc->types[i] != TP_ARG_STR)
+			continue;
+		if (!args[i].s)
+			tmp->args[i].s = "(null)";
+		else if (tp_rt_mem_strcpy((uint64_t)(uintptr_t)args[i].s, tmp->str[i],
+					  sizeof(tmp->str[i])) < 0)
+			tmp->args[i].s = "(bad pointer)";
+		else
+			tmp->args[i].s = tmp->str[i];
+	}
+	return tmp->args;
 }
 
 static size_t str_len(const char *s)

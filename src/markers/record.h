@@ -81,6 +81,17 @@ static inline int tp_markers_fields_of(const char *types,
 	return (int)n + 1;
 }
 
+/* An event's arguments with every string copied safely out of the program: NULL becomes
+ * "(null)", a pointer that cannot be read "(bad pointer)" (never a fault), a longer string is
+ * cut at TP_MARKERS_STR_MAX.  Returns @args itself when the site has no string argument,
+ * else @tmp->args. */
+struct tp_markers_safe_args {
+	union tp_arg args[TP_MAX_ARGS];
+	char str[TP_MAX_ARGS][TP_MARKERS_STR_MAX + 1];
+};
+const union tp_arg *tp_markers_safe_args(const struct tp_site_desc *desc, const union tp_arg *args,
+					 struct tp_markers_safe_args *tmp);
+
 /* The same for a site. */
 int tp_markers_fields(const struct tp_site_desc *desc,
 		      struct tp_trace_field_desc out[TP_MARKERS_MAX_FIELDS]);

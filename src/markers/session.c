@@ -347,10 +347,12 @@ void tp_markers_session_remove_locked(struct tp_site *start, struct tp_site *sto
 static void ring_event(struct session *s, const struct tp_site_desc *desc, const union tp_arg *args)
 {
 	const struct class_slot *c = class_find(s, desc);
+	struct tp_markers_safe_args safe;
 	uint8_t *p;
 
 	if (!c)
 		return;
+	args = tp_markers_safe_args(desc, args, &safe);
 	if (tls_session != s) {
 		tls_session = s;
 		tls_state = 0;

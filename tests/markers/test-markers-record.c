@@ -67,5 +67,18 @@ int main(void)
 	is_int(tp_markers_record_size(&ds, &sa), 4 + TP_MARKERS_STR_MAX + 1, "long string cut");
 	union tp_arg na = {.s = NULL};
 	is_int(tp_markers_encode(&ds, 1, &na, buf, sizeof(buf)), 5, "NULL string: empty");
+
+	/* issue 14: what the recorder encodes is read safely first */
+	static const char two[] = {TP_ARG_STR, TP_ARG_STR, 0};
+	struct tp_site_desc d2 = {&rec_point, "%s %s", two, "f.c", 3, 2};
+	union tp_arg bad[2] = {{.s = NULL}, {.s = (const char *)16}};
+	struct tp_markers_safe_args safe;
+	const union tp_arg *sv = tp_markers_safe_args(&d2, bad, &safe);
+	ssize_t len = tp_markers_encode(&d2, 1, sv, buf, sizeof(buf));
+	ok(len > 0 && !tp_markers_decode(&d2, buf, (size_t)len, &id, back), "bad pointers encode");
+	tp_markers_format(&d2, back, via, sizeof(via));
+	is_str(via, "(null) (bad pointer)", "NULL and a bad pointer recorded as markers");
+	ok(tp_markers_safe_args(&d, a, &safe) != a, "strings are copied");
+	ok(tp_markers_safe_args(&ds, &sa, &safe)[0].s != big, "the copy is the runtime's");
 	return tap_done();
 }

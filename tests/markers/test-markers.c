@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 TP_POINT(exe_point);
@@ -31,6 +33,20 @@ __attribute__((noinline)) static void types_site(void)
 	const char *s = "str";
 	char c = 'Z';
 	TP_TRACE(exe_types, "%d %u %x %llu %.2f %p [%5s] %c %%", i8, u16, i32, u64, d, p, s, c);
+}
+
+TP_POINT(str_point);
+
+__attribute__((noinline)) static void str_site(const char *a, const char *b)
+{
+	TP_TRACE(str_point, "a=%s b=%s", a, b);
+}
+
+/* Issue 14: a bad string pointer is recorded as an error marker, NULL as "(null)". */
+static void run_bad_strings(void)
+{
+	str_site((const char *)16, NULL);
+	str_site("ok", (const char *)-4096l);
 }
 
 __attribute__((noinline)) static void tamper_site(void)
@@ -241,7 +257,27 @@ int main(int argc, char **argv)
 	is_int(user_traps, 1, "a foreign int3 reaches the program's handler");
 	is_int(tp_point_disable(&exe_types), 1, "disable again");
 
+	/* Issue 14: a daemon closes every descriptor and opens its data file, which gets the
+	 * lowest number; enabling a point must not write into that file. */
+	struct stat st;
+	uint8_t back[4];
+	for (int fd = 3; fd < 1024; fd++)
+		close(fd);
+	int data = (int)syscall(SYS_memfd_create, "data", 0);
+	ok(data == 3 && write(data, "data", 4) == 4, "a data file on the lowest descriptor");
+	is_int(tp_point_enable(&exe_types), 1, "enable after the program closed every fd");
+	ok(!fstat(data, &st) && st.st_size == 4, "its data file is untouched (%lld bytes)",
+	   (long long)st.st_size);
+	ok(pread(data, back, 4, 0) == 4 && !memcmp(back, "data", 4), "its bytes too");
+	is_int(tp_point_disable(&exe_types), 1, "disable again");
+	close(data);
+
 	tp_markers_set_consumer(NULL, NULL);
+	is_int(tp_point_enable(&str_point), 1, "enable the string point");
+	is_str(stderr_of(run_bad_strings),
+	       "str_point: a=(bad pointer) b=(null)\nstr_point: a=ok b=(bad pointer)\n",
+	       "bad string pointers and NULL print markers, no crash");
+	tp_point_disable(&str_point);
 	tp_point_enable(&exe_point);
 	is_str(stderr_of(run_exe_site), "exe_point: exe n=1 s=a\n", "default consumer: stderr");
 	return tap_done();

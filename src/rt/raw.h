@@ -1,7 +1,8 @@
-/* Raw system calls for the agent: code that runs in the traced program's signal handlers
- * must not touch errno or any libc lock, so it calls the kernel directly. */
-#ifndef TP_AGENT_RAW_H
-#define TP_AGENT_RAW_H
+/* Raw system calls for code that runs inside traced programs: signal handlers of the agent
+ * and of libtracepad must not touch errno or any libc lock, so they call the kernel directly.
+ * Every call returns the kernel's value: >= 0, or -errno. */
+#ifndef TP_RT_RAW_H
+#define TP_RT_RAW_H
 
 #include <stdint.h>
 
@@ -24,5 +25,11 @@ static inline long tp_raw6(long nr, long a, long b, long c, long d, long e, long
 #define tp_raw2(nr, a, b) tp_raw6(nr, (long)(a), (long)(b), 0, 0, 0, 0)
 #define tp_raw3(nr, a, b, c) tp_raw6(nr, (long)(a), (long)(b), (long)(c), 0, 0, 0)
 #define tp_raw4(nr, a, b, c, d) tp_raw6(nr, (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+
+/* mmap's result is an address or -errno in [-4095, -1]. */
+static inline int tp_raw_failed(long r)
+{
+	return r < 0 && r > -4096;
+}
 
 #endif

@@ -8,10 +8,16 @@
 #include <signal.h>
 #include <string.h>
 
-#include "agent/agent-priv.h"
-#include "agent/raw.h"
+#include "rt/rt.h"
+#include "rt/sig-priv.h"
 
-enum { W_SIGACTION, W_SIGNAL, W_SIGPROCMASK, W_PTHREAD_SIGMASK, W_COUNT };
+enum {
+	W_SIGACTION = TP_RT_WRAP_SIGACTION,
+	W_SIGNAL = TP_RT_WRAP_SIGNAL,
+	W_SIGPROCMASK = TP_RT_WRAP_SIGPROCMASK,
+	W_PTHREAD_SIGMASK = TP_RT_WRAP_PTHREAD_SIGMASK,
+	W_COUNT
+};
 
 static const char *const names[W_COUNT] = {"sigaction", "signal", "sigprocmask", "pthread_sigmask"};
 static void *real[W_COUNT];
@@ -22,8 +28,9 @@ typedef int (*mask_fn)(int, const sigset_t *, sigset_t *);
 
 /* Called from the constructor before any engine counts, so that each engine sees the same
  * dynamic-linker work; resolved lazily when the agent runs without tracepad. */
-void tp_wrap_init(void)
+void tp_rt_wrap_init(const struct tp_rt_sig_host *host)
 {
+	tp_rt_sig_host = host;
 	for (int i = 0; i < W_COUNT; i++)
 		if (!real[i])
 			real[i] = dlsym(RTLD_NEXT, names[i]);
@@ -41,12 +48,12 @@ static void to_user(const struct tp_ksigaction *k, struct sigaction *u)
 static int plain_sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 {
 	struct tp_ksigaction old;
-	int have_old = tp_sig_virtual(sig, &old);
+	int have_old = tp_rt_sig_virtual(sig, &old);
 	int r = ((sigaction_fn)real[W_SIGACTION])(sig, act, oact);
 
 	if (r == 0) {
 		if (act)
-			tp_sig_refresh(sig);
+			tp_rt_sig_refresh(sig);
 		if (oact && have_old)
 			to_user(&old, oact);
 	}
@@ -56,12 +63,12 @@ static int plain_sigaction(int sig, const struct sigaction *act, struct sigactio
 static __sighandler_t plain_signal(int sig, __sighandler_t h)
 {
 	struct tp_ksigaction old;
-	int have_old = tp_sig_virtual(sig, &old);
+	int have_old = tp_rt_sig_virtual(sig, &old);
 	__sighandler_t r = ((signal_fn)real[W_SIGNAL])(sig, h);
 
 	if (r == SIG_ERR)
 		return r;
-	tp_sig_refresh(sig);
+	tp_rt_sig_refresh(sig);
 	return have_old ? (__sighandler_t)old.handler : r;
 }
 
@@ -88,7 +95,7 @@ static void set_trap(sigset_t *set, int on)
 __attribute__((optimize("no-tree-loop-distribute-patterns"))) static int
 plain_mask(int which, int how, const sigset_t *set, sigset_t *oset)
 {
-	int blocked = tp_ts.trap_blocked, now = blocked, r;
+	int blocked = tp_rt_trap_blocked, now = blocked, r;
 	unsigned long tmp[sizeof(sigset_t) / sizeof(unsigned long)];
 
 	if (set) {
@@ -106,7 +113,7 @@ plain_mask(int which, int how, const sigset_t *set, sigset_t *oset)
 	if (oset)
 		set_trap(oset, blocked);
 	if (set && (how == SIG_BLOCK || how == SIG_UNBLOCK || how == SIG_SETMASK))
-		tp_ts.trap_blocked = (uint8_t)now;
+		tp_rt_trap_blocked = (uint8_t)now;
 	return 0;
 }
 
@@ -128,7 +135,8 @@ struct tp_route {
 	uint64_t tf;
 };
 
-TP_HIDDEN struct tp_route tp_wrap_route(int which)
+/* Called by the host's interposed entry points: where to go, and whether to set TF. */
+TP_RT_HIDDEN struct tp_route tp_rt_wrap_route(int which)
 {
 	struct tp_route r = {0, 0};
 
@@ -137,17 +145,14 @@ TP_HIDDEN struct tp_route tp_wrap_route(int which)
 	if (!real[which])
 		real[which] = dlsym(RTLD_NEXT, names[which]);
 	r.target = (uint64_t)(uintptr_t)real[which];
-	if (tp_ag.disabled || !tp_ag.ctl)
+	switch (tp_rt_sig_host ? tp_rt_sig_host->route(which) : 0) {
+	case 0:
 		return r;
-	if (!tp_ag.active) {
-		/* under the ptrace engine only the masks matter (see plain_mask) */
-		if (which == W_SIGPROCMASK || which == W_PTHREAD_SIGMASK)
-			r.target = (uint64_t)(uintptr_t)plain[which];
+	case 1:
+		r.target = (uint64_t)(uintptr_t)plain[which];
+		return r;
+	default:
+		r.tf = 1;
 		return r;
 	}
-	if (tp_ts.counting)
-		r.tf = 1;
-	else
-		r.target = (uint64_t)(uintptr_t)plain[which];
-	return r;
 }

@@ -1,14 +1,16 @@
-/* Signal virtualisation: the program keeps believing it owns every signal, while the agent
- * keeps SIGTRAP for its stepper and runs the program's handlers with TF set so that their
- * instructions are counted.  rt_sigaction and rt_sigprocmask calls of counted threads are
- * emulated from the SIGTRAP handler; the program reads back exactly what it installed. */
+/* Signal virtualisation: the program keeps believing it owns every signal, while the
+ * runtime keeps SIGTRAP for its dispatcher and its host (the agent's stepper) runs the
+ * program's handlers with TF set so that their instructions are counted.  rt_sigaction and
+ * rt_sigprocmask calls of stepped threads are emulated from the SIGTRAP handler; the program
+ * reads back exactly what it installed. */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/syscall.h>
 
-#include "agent/agent-priv.h"
-#include "agent/raw.h"
+#include "rt/raw.h"
+#include "rt/rt.h"
+#include "rt/sig-priv.h"
 
 #define NSIG_MAX 64
 
@@ -19,6 +21,8 @@ struct vact {
 
 static struct vact virt[NSIG_MAX + 1];
 static uint32_t virt_lock;
+const struct tp_rt_sig_host *tp_rt_sig_host;
+__thread uint8_t tp_rt_trap_blocked __attribute__((tls_model("initial-exec")));
 
 static int is_handler(void *h)
 {
@@ -42,7 +46,7 @@ static void real_action(int sig, const struct tp_ksigaction *v, struct tp_ksigac
 	*r = *v;
 	r->mask &= ~tp_sigbit(SIGTRAP);
 	if (is_handler(v->handler)) {
-		r->handler = (void *)tp_sig_entry;
+		r->handler = (void *)tp_rt_sig_entry;
 		r->flags |= SA_SIGINFO;
 	}
 }
@@ -52,7 +56,7 @@ static long ksigaction(int sig, const struct tp_ksigaction *act, struct tp_ksiga
 	return tp_raw4(SYS_rt_sigaction, sig, act, old, 8);
 }
 
-int tp_sig_virtual(int sig, struct tp_ksigaction *out)
+int tp_rt_sig_virtual(int sig, struct tp_ksigaction *out)
 {
 	int valid;
 
@@ -66,19 +70,19 @@ int tp_sig_virtual(int sig, struct tp_ksigaction *out)
 	return valid;
 }
 
-void tp_sig_refresh(int sig)
+void tp_rt_sig_refresh(int sig)
 {
 	struct tp_ksigaction cur, real;
 
 	if (sig < 1 || sig > NSIG_MAX || sig == SIGKILL || sig == SIGSTOP)
 		return;
 	lock();
-	if (!ksigaction(sig, NULL, &cur) && cur.handler != (void *)tp_sig_entry &&
-	    cur.handler != (void *)tp_trap_handler) {
+	if (!ksigaction(sig, NULL, &cur) && cur.handler != (void *)tp_rt_sig_entry &&
+	    cur.handler != (void *)tp_rt_trap_handler) {
 		virt[sig].act = cur;
 		virt[sig].valid = 1;
 		if (sig == SIGTRAP)
-			tp_stepper_install();
+			tp_rt_trap_own(NULL);
 		else if (is_handler(cur.handler)) {
 			real_action(sig, &cur, &real);
 			ksigaction(sig, &real, NULL);
@@ -87,8 +91,9 @@ void tp_sig_refresh(int sig)
 	unlock();
 }
 
-int tp_sig_init(void)
+int tp_rt_sig_init(const struct tp_rt_sig_host *h)
 {
+	tp_rt_sig_host = h;
 	for (int sig = 1; sig <= NSIG_MAX; sig++) {
 		struct tp_ksigaction cur, real;
 
@@ -105,7 +110,7 @@ int tp_sig_init(void)
 	return 0;
 }
 
-long tp_sig_emulate_sigaction(ucontext_t *uc)
+long tp_rt_sig_emulate_sigaction(ucontext_t *uc)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	int sig = (int)g[REG_RDI];
@@ -115,7 +120,7 @@ long tp_sig_emulate_sigaction(ucontext_t *uc)
 
 	if (g[REG_R10] != 8 || sig < 1 || sig > NSIG_MAX)
 		return -EINVAL;
-	if (act && tp_agent_read(act, &na, sizeof(na)))
+	if (act && tp_rt_mem_read(act, &na, sizeof(na)))
 		return -EFAULT;
 	if (act && (sig == SIGKILL || sig == SIGSTOP))
 		return -EINVAL;
@@ -139,12 +144,12 @@ long tp_sig_emulate_sigaction(ucontext_t *uc)
 		virt[sig].valid = 1;
 	}
 	unlock();
-	if (oact && tp_agent_write(oact, &old, sizeof(old)))
+	if (oact && tp_rt_mem_write(oact, &old, sizeof(old)))
 		return -EFAULT;
 	return 0;
 }
 
-long tp_sig_emulate_sigprocmask(struct tp_tstate *ts, ucontext_t *uc)
+long tp_rt_sig_emulate_sigprocmask(ucontext_t *uc)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	uint64_t set = (uint64_t)g[REG_RSI], oset = (uint64_t)g[REG_RDX];
@@ -153,10 +158,10 @@ long tp_sig_emulate_sigprocmask(struct tp_tstate *ts, ucontext_t *uc)
 	if (g[REG_R10] != 8)
 		return -EINVAL;
 	memcpy(&cur, &uc->uc_sigmask, sizeof(cur));
-	if (ts->trap_blocked)
+	if (tp_rt_trap_blocked)
 		cur |= tp_sigbit(SIGTRAP);
 	if (set) {
-		if (tp_agent_read(set, &want, sizeof(want)))
+		if (tp_rt_mem_read(set, &want, sizeof(want)))
 			return -EFAULT;
 		switch (g[REG_RDI]) {
 		case SIG_BLOCK:
@@ -172,11 +177,11 @@ long tp_sig_emulate_sigprocmask(struct tp_tstate *ts, ucontext_t *uc)
 			return -EINVAL;
 		}
 	}
-	if (oset && tp_agent_write(oset, &cur, sizeof(cur)))
+	if (oset && tp_rt_mem_write(oset, &cur, sizeof(cur)))
 		return -EFAULT;
 	if (set) {
 		nm &= ~(tp_sigbit(SIGKILL) | tp_sigbit(SIGSTOP));
-		ts->trap_blocked = !!(nm & tp_sigbit(SIGTRAP));
+		tp_rt_trap_blocked = !!(nm & tp_sigbit(SIGTRAP));
 		nm &= ~tp_sigbit(SIGTRAP);
 		/* the mask takes effect when the stepper's handler returns */
 		memcpy(&uc->uc_sigmask, &nm, sizeof(nm));
@@ -210,8 +215,7 @@ static void *take_handler(int sig)
 
 static int stepped(const ucontext_t *uc)
 {
-	return !tp_ag.disabled && tp_ag.active && tp_ts.counting &&
-	       (uc->uc_mcontext.gregs[REG_EFL] & TP_EFLAGS_TF);
+	return tp_rt_sig_host && tp_rt_sig_host->stepped(uc);
 }
 
 struct tp_dispatch {
@@ -219,10 +223,10 @@ struct tp_dispatch {
 	uint64_t tf;
 };
 
-/* Called by tp_sig_entry: which program handler to run, and whether to step it. */
-TP_HIDDEN struct tp_dispatch tp_sig_dispatch(int sig, siginfo_t *si, ucontext_t *uc)
+/* Called by tp_rt_sig_entry: which program handler to run, and whether to step it. */
+TP_RT_HIDDEN struct tp_dispatch tp_rt_sig_dispatch(int sig, siginfo_t *si, ucontext_t *uc)
 {
-	struct tp_dispatch d = {(uint64_t)(uintptr_t)tp_noop_handler, 0};
+	struct tp_dispatch d = {(uint64_t)(uintptr_t)tp_rt_noop_handler, 0};
 	void *h;
 
 	if (sig < 1 || sig > NSIG_MAX)
@@ -236,13 +240,7 @@ TP_HIDDEN struct tp_dispatch tp_sig_dispatch(int sig, siginfo_t *si, ucontext_t 
 	}
 	d.handler = (uint64_t)(uintptr_t)h;
 	if (stepped(uc)) {
-		/* The interrupted instruction runs after the handler's sigreturn, which counts
-		 * it then.  Delivered at a syscall's exit, it was pending and not counted yet;
-		 * delivered after a trap, that trap counted it: take that back. */
-		if (tp_ts.pending)
-			tp_ts.pending = 0;
-		else
-			tp_uncount_pc(&tp_ts, (uint64_t)uc->uc_mcontext.gregs[REG_RIP]);
+		tp_rt_sig_host->handler_enter(uc);
 		d.tf = 1;
 	}
 	return d;
@@ -250,7 +248,7 @@ TP_HIDDEN struct tp_dispatch tp_sig_dispatch(int sig, siginfo_t *si, ucontext_t 
 
 /* A SIGTRAP that is not the stepper's (int3 in the program, kill -TRAP): the program's
  * own disposition applies. */
-void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc)
+void tp_rt_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc)
 {
 	void *h = take_handler(SIGTRAP);
 
@@ -261,23 +259,7 @@ void tp_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc)
 		return;
 	}
 	if (stepped(uc)) {
-		/* Natively the handler would return through the program's restorer and the
-		 * interrupted instruction would run after rt_sigreturn without a trap of its
-		 * own (unless a trap had counted it already: an asynchronous SIGTRAP). */
-		struct tp_ksigaction act = {0};
-		int fresh = tp_ts.pending || si->si_code == SI_KERNEL;
-		unsigned len = 0;
-
-		tp_ts.pending = 0;
-		tp_sig_virtual(SIGTRAP, &act);
-		tp_call_handler_tf(h, sig, si, uc);
-		if ((act.flags & TP_SA_RESTORER) && act.restorer) {
-			tp_count_pc(&tp_ts, (uint64_t)(uintptr_t)act.restorer, &len);
-			if (len)
-				tp_count_pc(&tp_ts, (uint64_t)(uintptr_t)act.restorer + len, NULL);
-		}
-		if (fresh)
-			tp_ts.pending = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+		tp_rt_sig_host->trap_handler(h, sig, si, uc);
 	} else {
 		((void (*)(int, siginfo_t *, void *))h)(sig, si, uc);
 	}
