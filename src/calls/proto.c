@@ -13,11 +13,11 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
-#include <gelf.h>
 
 #include "arch/arch.h"
 #include "calls/proto.h"
 #include "base/log.h"
+#include "elf/file.h"
 #include "elf/symbols.h"
 #include "proc/proc.h"
 
@@ -1053,7 +1053,6 @@ struct tp_protos *tp_protos_new(void)
 
 	if (!ps)
 		return NULL;
-	elf_version(EV_CURRENT);
 	if (grow(ps)) {
 		free(ps);
 		return NULL;
@@ -1154,100 +1153,13 @@ const struct tp_proto *tp_protos_find(struct tp_protos *ps, const char *path, co
 
 /* ---- errno ---- */
 
-/* Up to @len bytes of the file at link-time address @vaddr. */
-static ssize_t read_code(const char *path, uint64_t vaddr, uint8_t *buf, size_t len)
-{
-	ssize_t got = -ENOENT;
-	size_t nph;
-	Elf *elf;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_getphdrnum(elf, &nph)) {
-		got = -ENOEXEC;
-		goto out;
-	}
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD || vaddr < ph.p_vaddr ||
-		    vaddr >= ph.p_vaddr + ph.p_filesz)
-			continue;
-		if (len > ph.p_vaddr + ph.p_filesz - vaddr)
-			len = ph.p_vaddr + ph.p_filesz - vaddr;
-		got = pread(fd, buf, len, ph.p_offset + (vaddr - ph.p_vaddr));
-		if (got < 0)
-			got = -errno;
-		break;
-	}
-out:
-	elf_end(elf);
-	close(fd);
-	return got;
-}
-
 /* A static program that never calls __errno_location has none linked: its errno is a TLS
- * symbol of the program, whose block sits right below the thread pointer (variant II). */
+ * symbol of the program. */
 static int static_errno(const char *path, int64_t *tpoff)
 {
-	uint64_t tls_size = 0;
-	bool tls = false, interp = false;
-	int err = -ENOENT, fd;
-	Elf_Scn *scn = NULL;
-	size_t nph;
-	Elf *elf;
+	static const char *const names[] = {"errno", "__libc_errno"};
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_getphdrnum(elf, &nph)) {
-		err = -ENOEXEC;
-		goto out;
-	}
-	for (size_t i = 0; i < nph; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, i, &ph))
-			continue;
-		interp |= ph.p_type == PT_INTERP;
-		if (ph.p_type == PT_TLS) {
-			uint64_t align = ph.p_align ? ph.p_align : 1;
-
-			tls = true;
-			tls_size = (ph.p_memsz + align - 1) / align * align;
-		}
-	}
-	if (!tls || interp)
-		goto out;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
-			continue;
-		data = elf_getdata(scn, NULL);
-		for (size_t i = 0; data && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *name;
-
-			if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_TLS)
-				continue;
-			name = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (name && (!strcmp(name, "errno") || !strcmp(name, "__libc_errno"))) {
-				*tpoff = (int64_t)sym.st_value - (int64_t)tls_size;
-				err = 0;
-				goto out;
-			}
-		}
-	}
-out:
-	elf_end(elf);
-	close(fd);
-	return err;
+	return tp_elf_static_tls_offset(path, names, 2, tpoff);
 }
 
 int tp_errno_tpoff(pid_t pid, const char *libc_path, uint64_t libc_bias, int64_t *tpoff)
@@ -1258,14 +1170,14 @@ int tp_errno_tpoff(pid_t pid, const char *libc_path, uint64_t libc_bias, int64_t
 	ssize_t len;
 	int err;
 
-	elf_version(EV_CURRENT);
 	err = tp_elf_lookup(libc_path, "__errno_location", &vaddr, &size);
 	if (err == -ENOENT)
 		return static_errno(libc_path, tpoff);
 	if (err)
 		return err;
 	/* From the file: a breakpoint may sit on the function in memory. */
-	len = read_code(libc_path, vaddr, code, size && size < sizeof(code) ? size : sizeof(code));
+	len = tp_elf_read_loaded(libc_path, vaddr, code,
+				 size && size < sizeof(code) ? size : sizeof(code));
 	if (len < 0)
 		return len;
 	/* glibc: mov rax,[rip+GOT] (TPOFF64 relocated by ld.so) or mov rax,imm (static);

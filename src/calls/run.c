@@ -1217,6 +1217,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	    .symbolize = host_symbolize,
 	    .regs = host_regs,
 	    .threads = host_threads,
+	    .maps = tp_plugin_host_maps,
 	};
 	for (int i = 0; i < o->nplugins && !r; i++)
 		r = plugin_load(&s, o->plugins[i]);

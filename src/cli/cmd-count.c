@@ -3,8 +3,6 @@
  * steps the program from inside). */
 #include <errno.h>
 #include <getopt.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,7 +19,9 @@
 #include "cli/cli.h"
 #include "cli/count.h"
 #include "cli/trace-read.h"
+#include "elf/file.h"
 #include "elf/symbols.h"
+#include "base/paths.h"
 #include "base/text.h"
 #include "proc/proc.h"
 #include "trace/trace.h"
@@ -508,66 +508,6 @@ static int agent_trace_init(struct count_ctx *c, struct tp_trace_writer *w)
 
 /* ---- set-up ---- */
 
-/* Does @path import @name (an undefined symbol in .dynsym)? */
-static bool elf_imports(const char *path, const char *name)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool found = false;
-	Elf_Scn *scn = NULL;
-	Elf *elf;
-
-	if (fd < 0)
-		return false;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	while (elf && !found && (scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
-			continue;
-		d = elf_getdata(scn, NULL);
-		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *n;
-
-			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx != SHN_UNDEF)
-				continue;
-			n = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (n && !strcmp(n, name))
-				found = true;
-		}
-	}
-	elf_end(elf);
-	close(fd);
-	return found;
-}
-
-/* Find PROGRAM as execvp would. */
-static int find_program(const char *name, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	if (strchr(name, '/')) {
-		snprintf(out, len, "%s", name);
-		return access(out, F_OK) ? -ENOENT : 0;
-	}
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		const char *end = strchr(path, ':');
-		size_t n = end ? (size_t)(end - path) : strlen(path);
-
-		snprintf(out, len, "%.*s/%s", (int)n, n ? path : ".", name);
-		if (!access(out, X_OK))
-			return 0;
-		if (!end)
-			break;
-		path = end + 1;
-	}
-	return -ENOENT;
-}
-
 static int make_ctl(struct count_ctx *c)
 {
 	uint32_t threads = 256, maps = 1024;
@@ -768,7 +708,7 @@ int cmd_count(int argc, char **argv)
 		c.path = realpath(exe, path) ? path : NULL;
 		c.whole = !o.start;
 	} else {
-		err = find_program(o.argv[0], path, sizeof(path));
+		err = tp_path_find_program(o.argv[0], path, sizeof(path));
 		if (err) {
 			tp_cli_error("count", "%s: no such program", o.argv[0]);
 			status = 2;
@@ -803,7 +743,7 @@ int cmd_count(int argc, char **argv)
 			status = 2;
 			goto done;
 		}
-		c.api = !o.start && elf_imports(path, "tracepad_step_begin");
+		c.api = !o.start && tp_elf_imports(path, "tracepad_step_begin");
 		c.whole = !o.start && !c.api;
 		o.agent = tp_cli_agent_path();
 		if (!o.agent && !c.is_static) {

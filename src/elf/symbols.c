@@ -2,8 +2,9 @@
  * mappings from /proc/PID/maps, each object's symbols loaded from its ELF file on first use
  * and kept sorted for binary search, DWARF lines from libdwfl on request. */
 #include "elf/symbols.h"
-#include "elf/symbols-priv.h"
 #include "base/log.h"
+#include "base/procfs.h"
+#include "elf/file.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -541,14 +542,32 @@ int tp_symtab_add_map(struct tp_symtab *st, uint64_t start, uint64_t end, uint64
 	return insert_map(st, start, end, offset, path, NULL);
 }
 
+struct load_pid {
+	struct tp_symtab *st;
+	pid_t pid;
+	int err;
+};
+
+static int load_pid_map(void *arg, const struct tp_maps_ent *e)
+{
+	struct load_pid *lp = arg;
+	char alt[96];
+
+	if (!tp_maps_exec(e))
+		return 0;
+	snprintf(alt, sizeof(alt), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)lp->pid,
+		 e->start, e->end);
+	lp->err = insert_map(lp->st, e->start, e->end, e->offset, e->path,
+			     e->path[0] == '/' ? alt : NULL);
+	return lp->err;
+}
+
 int tp_symtab_load_pid(struct tp_symtab *st, pid_t pid)
 {
-	char fname[64], exe[PATH_MAX], alt[96];
-	char *line = NULL, *path, *del;
-	size_t cap = 0;
+	struct load_pid lp = {st, pid, 0};
+	char fname[64], exe[PATH_MAX], *del;
 	ssize_t len;
-	FILE *fp;
-	int err = 0;
+	int err;
 
 	snprintf(fname, sizeof(fname), "/proc/%d/exe", (int)pid);
 	len = readlink(fname, exe, sizeof(exe) - 1);
@@ -557,35 +576,9 @@ int tp_symtab_load_pid(struct tp_symtab *st, pid_t pid)
 	if (del && !del[10])
 		*del = '\0';
 
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	fp = fopen(fname, "re");
-	if (!fp)
-		return -errno;
-	while ((len = getline(&line, &cap, fp)) > 0) {
-		uint64_t start, end, offset;
-		char perms[8];
-		int pos = 0;
-
-		if (line[len - 1] == '\n')
-			line[--len] = '\0';
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
-			   perms, &offset, &pos) < 4 ||
-		    !pos)
-			continue;
-		if (perms[2] != 'x')
-			continue;
-		path = line + pos;
-		del = strstr(path, " (deleted)");
-		if (del && !del[10])
-			*del = '\0';
-		snprintf(alt, sizeof(alt), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-			 start, end);
-		err = insert_map(st, start, end, offset, path, path[0] == '/' ? alt : NULL);
-		if (err)
-			break;
-	}
-	free(line);
-	fclose(fp);
+	err = tp_maps_foreach(pid, load_pid_map, &lp);
+	if (err && !lp.err)
+		return err; /* /proc/PID/maps could not be read */
 	for (size_t i = 0; exe[0] && i < st->nobjs; i++) {
 		if (!strcmp(st->objs[i]->path, exe)) {
 			st->main_obj = st->objs[i];

@@ -670,54 +670,47 @@ static int drain(struct scan *s, long clique)
 	return 0;
 }
 
-/* The mappings of @pid, from /proc/PID/maps. */
-static int read_maps(int pid, struct pmap **out, size_t *nout)
+struct read_maps {
+	struct pmap *v;
+	size_t n, cap;
+};
+
+static int read_map(void *arg, const struct tracepad_map *m)
 {
-	char path[64], *line = NULL;
-	size_t cap = 0, n = 0, linecap = 0;
-	struct pmap *v = NULL;
-	FILE *f;
-	int err = 0;
+	struct read_maps *rm = arg;
+	struct pmap pm = {.start = m->start, .end = m->end};
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (getline(&line, &linecap, f) > 0) {
-		struct pmap pm = {0};
-		int off = 0;
+	memcpy(pm.perms, m->perms, sizeof(pm.perms));
+	snprintf(pm.path, sizeof(pm.path), "%s", m->path);
+	if (rm->n == rm->cap) {
+		size_t cap = rm->cap ? rm->cap * 2 : 64;
+		struct pmap *nv = realloc(rm->v, cap * sizeof(*nv));
 
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %*s %*s %*s %n", &pm.start, &pm.end,
-			   pm.perms, &off) < 3)
-			continue;
-		if (off) {
-			line[strcspn(line, "\n")] = 0;
-			snprintf(pm.path, sizeof(pm.path), "%s", line + off);
-		}
-		if (n == cap) {
-			struct pmap *nv;
-
-			cap = cap ? cap * 2 : 64;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv) {
-				err = -ENOMEM;
-				goto err_out;
-			}
-			v = nv;
-		}
-		v[n++] = pm;
+		if (!nv)
+			return -ENOMEM;
+		rm->v = nv;
+		rm->cap = cap;
 	}
-	free(line);
-	fclose(f);
-	*out = v;
-	*nout = n;
+	rm->v[rm->n++] = pm;
 	return 0;
+}
 
-err_out:
-	free(line);
-	free(v);
-	fclose(f);
-	return err;
+/* The mappings of @pid, from the host. */
+static int read_maps(const struct tracepad_host *h, int pid, struct pmap **out, size_t *nout)
+{
+	struct read_maps rm = {0};
+	int err;
+
+	if (!h->maps)
+		return -ENOSYS;
+	err = h->maps(h->ctx, pid, read_map, &rm);
+	if (err) {
+		free(rm.v);
+		return err;
+	}
+	*out = rm.v;
+	*nout = rm.n;
+	return 0;
 }
 
 /* The first block starting at or above @a. */
@@ -1020,19 +1013,19 @@ static int leak_check(struct mem *m, struct mem_proc *p)
 	 * have let it go: read the process through the thread stopped at its exit now. */
 	if (p->last_exit_tid)
 		s.pid = p->last_exit_tid;
-	err = read_maps(s.pid, &maps, &nmaps);
+	err = read_maps(&m->h, s.pid, &maps, &nmaps);
 	if (err || !nmaps) {
 		free(maps);
 		maps = NULL;
 		nmaps = 0;
 		s.pid = p->pid;
-		err = read_maps(s.pid, &maps, &nmaps);
+		err = read_maps(&m->h, s.pid, &maps, &nmaps);
 	}
 	for (int t = 0; (err || !nmaps) && t < ntids; t++) {
 		free(maps);
 		maps = NULL;
 		nmaps = 0;
-		err = read_maps(tids[t], &maps, &nmaps);
+		err = read_maps(&m->h, tids[t], &maps, &nmaps);
 		if (!err && nmaps)
 			s.pid = tids[t];
 	}
