@@ -54,6 +54,11 @@ int tp_elf_file_foreach_sym_raw(struct tp_elf_file *f, tp_elf_sym_fn fn, void *a
 /* Does @path import @name (an undefined symbol of .dynsym)? */
 bool tp_elf_imports(const char *path, const char *name);
 
+/* The separate debug file of @path (build ID under /usr/lib/debug/.build-id, or
+ * .gnu_debuglink), malloc'ed, or NULL when @path has a .symtab of its own or none is
+ * installed. */
+char *tp_elf_debug_file(const char *path);
+
 /* ---- notes ---- */
 
 struct tp_elf_note {

@@ -195,6 +195,8 @@ struct collect {
 	struct obj *o;
 	size_t cap;
 	int err;
+	bool symtab_seen; /* a .symtab symbol came */
+	bool debug;	  /* walking the separate debug file: its .symtab only */
 };
 
 static int collect_sym(void *arg, const struct tp_elf_sym *s)
@@ -203,6 +205,10 @@ static int collect_sym(void *arg, const struct tp_elf_sym *s)
 	struct obj *o = c->o;
 	struct sym *syms, *d;
 
+	if (c->debug && s->dynsym)
+		return 0;
+	if (!s->dynsym)
+		c->symtab_seen = true;
 	syms = grow(o->syms, &c->cap, o->nsyms + 1, sizeof(*syms));
 	if (!syms) {
 		c->err = -ENOMEM;
@@ -289,6 +295,23 @@ static int cmp_by_addr(const void *a, const void *b, void *arg)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+static void obj_debug_syms(struct obj *o, struct collect *c)
+{
+	const char *path = access(o->path, R_OK) && o->alt_path ? o->alt_path : o->path;
+	char *debug = tp_elf_debug_file(path);
+	struct tp_elf_file f;
+
+	if (!debug)
+		return;
+	if (!tp_elf_file_open(&f, debug)) {
+		c->debug = true;
+		tp_elf_file_foreach_sym(&f, collect_sym, c);
+		c->debug = false;
+		tp_elf_file_close(&f);
+	}
+	free(debug);
+}
+
 static int obj_load_syms(struct obj *o)
 {
 	struct collect c = {.o = o};
@@ -313,6 +336,9 @@ static int obj_load_syms(struct obj *o)
 		c.err = -ENOMEM;
 	tp_elf_file_close(&f);
 	free(mem);
+	/* A stripped object: its .symtab from the separate debug file when one is installed. */
+	if (!c.err && !c.symtab_seen && o->kind == OBJ_FILE)
+		obj_debug_syms(o, &c);
 	err = c.err;
 	if (err)
 		goto err_free;
