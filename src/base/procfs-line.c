@@ -78,7 +78,7 @@ int tp_maps_parse_line(const char *line, size_t len, struct tp_maps_ent *e)
 		bool same = true;
 
 		for (size_t i = 0; i < dlen; i++)
-			same &= end[i - dlen] == del[i];
+			same &= (end - dlen)[i] == del[i];
 		if (same) {
 			e->deleted = true;
 			e->path_len -= dlen;
