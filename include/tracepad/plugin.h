@@ -45,6 +45,13 @@ enum tracepad_thread_event {
 	TRACEPAD_THREAD_EXIT,
 };
 
+/* One mapping of a traced process, as /proc/PID/maps shows it. */
+struct tracepad_map {
+	uint64_t start, end, offset;
+	char perms[5];	  /* "rw-p" */
+	const char *path; /* "" for anonymous memory; valid during the callback only */
+};
+
 /* What tracepad offers to a plugin.  @ctx is passed back to each function. */
 struct tracepad_host {
 	unsigned abi; /* TRACEPAD_PLUGIN_ABI */
@@ -64,6 +71,11 @@ struct tracepad_host {
 	int (*regs)(void *ctx, int tid, uint64_t *regs, size_t nregs);
 	/* Thread ids of process @pid: the number (fills up to @max). */
 	int (*threads)(void *ctx, int pid, int *tids, int max);
+	/* Hand each mapping of process (or thread) @pid to @fn, in address order, until @fn
+	 * returns non-zero.  Returns what @fn returned last, or -errno.  Added after the
+	 * first release: NULL from an older tracepad. */
+	int (*maps)(void *ctx, int pid, int (*fn)(void *arg, const struct tracepad_map *m),
+		    void *arg);
 };
 
 struct tracepad_plugin {

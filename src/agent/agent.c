@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
+#include "base/procfs.h"
 
 struct tp_agent tp_ag TP_HIDDEN;
 __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initial-exec")));
@@ -63,67 +64,31 @@ static int map_known(uint64_t pc)
 	return 0;
 }
 
-static uint64_t parse_hex(const char **p)
-{
-	uint64_t v = 0;
-
-	for (;; (*p)++) {
-		char c = **p;
-
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v * 16 + (uint64_t)(c - 'a' + 10);
-		else
-			return v;
-	}
-}
-
 /* One line of /proc/self/maps: "start-end perms offset dev inode   path". */
 static void map_line(const char *l, const char *end)
 {
 	struct tp_agent_ctl *ctl = tp_ag.ctl;
-	uint64_t start, stop, off;
-	const char *perms, *path;
 	struct tp_agent_map *m;
+	struct tp_maps_ent e;
 	uint32_t n;
-	int fields = 0;
 
-	start = parse_hex(&l);
-	if (*l++ != '-')
+	if (tp_maps_parse_line(l, (size_t)(end - l), &e) || !tp_maps_exec(&e))
 		return;
-	stop = parse_hex(&l);
-	if (*l++ != ' ')
-		return;
-	perms = l;
-	if (end - l < 5 || perms[2] != 'x')
-		return;
-	l += 5;
-	off = parse_hex(&l);
-	/* skip dev and inode, then spaces up to the path */
-	for (; l < end && fields < 2; fields++) {
-		while (l < end && *l == ' ')
-			l++;
-		while (l < end && *l != ' ')
-			l++;
-	}
-	while (l < end && *l == ' ')
-		l++;
-	path = l;
 	for (uint32_t i = 0; i < ctl->nmaps && i < tp_ag.max_maps; i++)
-		if (tp_ag.maps[i].start == start && tp_ag.maps[i].end == stop)
+		if (tp_ag.maps[i].start == e.start && tp_ag.maps[i].end == e.end)
 			return;
 	n = ctl->nmaps;
 	if (n >= tp_ag.max_maps)
 		return;
 	m = &tp_ag.maps[n];
-	m->start = start;
-	m->end = stop;
-	m->offset = off;
-	size_t len = (size_t)(end - path);
+	m->start = e.start;
+	m->end = e.end;
+	m->offset = e.offset;
+	/* The path as the kernel shows it, " (deleted)" included. */
+	size_t len = e.path_len + (e.deleted ? 10 : 0);
 	if (len >= TP_AGENT_PATH_MAX)
 		len = TP_AGENT_PATH_MAX - 1;
-	memcpy(m->path, path, len);
+	memcpy(m->path, e.path, len);
 	m->path[len] = 0;
 	__atomic_store_n(&ctl->nmaps, n + 1, __ATOMIC_RELEASE);
 }

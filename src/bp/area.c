@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "base/procfs.h"
 #include "bp/bp-priv.h"
 #include "proc/inject.h"
 
@@ -21,53 +22,55 @@ static bool area_reaches(uint64_t base, uint64_t addr)
 	       dist(base + AREA_SIZE, addr) < REACH - 2 * AREA_SIZE;
 }
 
-/* The free gap of /proc/PID/maps nearest to @addr that can hold an area within reach. */
+/* The free gap nearest to @addr that can hold an area within reach, fed one mapping at a
+ * time in address order, then once with start = end = hi_limit. */
+struct gap_pick {
+	uint64_t addr, prev_end, best;
+	int64_t best_d;
+};
+
+static const uint64_t gap_lo_limit = 0x10000, gap_hi_limit = 0x7ffffffff000ULL;
+
+static void gap_next(struct gap_pick *g, uint64_t start, uint64_t end)
+{
+	uint64_t cand, addr = g->addr;
+
+	if (start > g->prev_end && start - g->prev_end >= AREA_SIZE) {
+		/* Take the end of the gap nearest to @addr. */
+		if (addr >= start)
+			cand = start - AREA_SIZE;
+		else
+			cand = g->prev_end;
+		/* Below the object is preferred: right above it is where brk grows. */
+		int64_t d = dist(cand, addr) + (cand > addr ? REACH / 2 : 0);
+
+		if (area_reaches(cand, addr) && d < g->best_d) {
+			g->best = cand;
+			g->best_d = d;
+		}
+	}
+	if (end > g->prev_end)
+		g->prev_end = end;
+}
+
+static int gap_map(void *arg, const struct tp_maps_ent *e)
+{
+	if (e->start < gap_hi_limit)
+		gap_next(arg, e->start, e->end);
+	return 0;
+}
+
 static int pick_gap(pid_t pid, uint64_t addr, uint64_t *out)
 {
-	const uint64_t lo_limit = 0x10000, hi_limit = 0x7ffffffff000ULL;
-	uint64_t prev_end = lo_limit, best = 0, start, end;
-	char path[64], line[512];
-	int64_t best_d = INT64_MAX;
-	bool last = false;
-	FILE *f;
+	struct gap_pick g = {.addr = addr, .prev_end = gap_lo_limit, .best_d = INT64_MAX};
+	int err = tp_maps_foreach(pid, gap_map, &g);
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (!last) {
-		uint64_t cand;
-
-		if (fgets(line, sizeof(line), f)) {
-			if (sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end) != 2)
-				continue;
-			if (start >= hi_limit)
-				continue;
-		} else {
-			start = end = hi_limit;
-			last = true;
-		}
-		if (start > prev_end && start - prev_end >= AREA_SIZE) {
-			/* Take the end of the gap nearest to @addr. */
-			if (addr >= start)
-				cand = start - AREA_SIZE;
-			else
-				cand = prev_end;
-			/* Below the object is preferred: right above it is where brk grows. */
-			int64_t d = dist(cand, addr) + (cand > addr ? REACH / 2 : 0);
-
-			if (area_reaches(cand, addr) && d < best_d) {
-				best = cand;
-				best_d = d;
-			}
-		}
-		if (end > prev_end)
-			prev_end = end;
-	}
-	fclose(f);
-	if (!best)
+	if (err)
+		return err;
+	gap_next(&g, gap_hi_limit, gap_hi_limit);
+	if (!g.best)
 		return -ENOMEM;
-	*out = best;
+	*out = g.best;
 	return 0;
 }
 

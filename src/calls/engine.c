@@ -14,6 +14,8 @@
 
 #include "calls/engine.h"
 #include "base/log.h"
+#include "base/procfs.h"
+#include "elf/file.h"
 
 /* ---- small helpers ---- */
 
@@ -205,43 +207,38 @@ struct mapline {
 	char *path;
 };
 
+struct read_maps {
+	struct mapline *v;
+	int n;
+};
+
+static int read_maps_one(void *arg, const struct tp_maps_ent *e)
+{
+	struct read_maps *rm = arg;
+
+	if (e->path[0] != '/' || e->deleted)
+		return 0;
+	char *path;
+
+	if (grow(&rm->v, (rm->n + 1) * sizeof(*rm->v)) || !(path = strdup(e->path)))
+		return -ENOMEM;
+	rm->v[rm->n++] = (struct mapline){e->start, e->end, e->offset, tp_maps_exec(e), path};
+	return 0;
+}
+
 static int read_maps(pid_t pid, struct mapline **out, int *n)
 {
-	char path[64], line[4096 + 128];
-	struct mapline *v = NULL;
-	int cnt = 0;
-	FILE *f;
+	struct read_maps rm = {0};
+	int err = tp_maps_foreach(pid, read_maps_one, &rm);
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	while (fgets(line, sizeof(line), f)) {
-		uint64_t s, e, off;
-		char perms[8];
-		int pos = 0;
-
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &s, &e,
-			   perms, &off, &pos) < 4 ||
-		    !pos)
-			continue;
-		char *p = line + pos;
-
-		p[strcspn(p, "\n")] = 0;
-		if (*p != '/' || strstr(p, " (deleted)"))
-			continue;
-		if (grow(&v, (cnt + 1) * sizeof(*v)) || !(p = strdup(p))) {
-			while (cnt)
-				free(v[--cnt].path);
-			free(v);
-			fclose(f);
-			return -ENOMEM;
-		}
-		v[cnt++] = (struct mapline){s, e, off, perms[2] == 'x', p};
+	if (err) {
+		while (rm.n)
+			free(rm.v[--rm.n].path);
+		free(rm.v);
+		return err;
 	}
-	fclose(f);
-	*out = v;
-	*n = cnt;
+	*out = rm.v;
+	*n = rm.n;
 	return 0;
 }
 
@@ -438,7 +435,7 @@ int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 	for (int i = 0; i < n; i++) {
 		struct object *o;
 		struct tp_elf_info info;
-		uint64_t base = UINT64_MAX, lo = UINT64_MAX, hi = 0;
+		uint64_t base = UINT64_MAX, lo = UINT64_MAX, hi = 0, bias;
 
 		if (!m[i].x)
 			continue;
@@ -457,7 +454,8 @@ int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 			if (m[k].x && m[k].end > hi)
 				hi = m[k].end;
 		}
-		if (base == UINT64_MAX || tp_elf_probe(m[i].path, &info))
+		if (base == UINT64_MAX || tp_elf_probe(m[i].path, &info) ||
+		    tp_elf_map_bias(m[i].path, base, 0, &bias))
 			continue;
 		o = calloc(1, sizeof(*o));
 		if (o)
@@ -470,7 +468,7 @@ int tp_calls_objects_sync(struct session *s, struct image *im, pid_t tid)
 		o->base = tp_select_base(o->path);
 		o->lo = lo;
 		o->hi = hi;
-		o->bias = info.is_dyn ? base - info.first_load : 0;
+		o->bias = bias;
 		o->main = !strcmp(o->path, im->exe);
 		o->seen = true;
 		im->objs[im->nobjs++] = o;

@@ -366,6 +366,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	    .symbolize = host_symbolize,
 	    .regs = host_regs,
 	    .threads = host_threads,
+	    .maps = tp_plugin_host_maps,
 	};
 	s.plugins = tp_plugins_new(&s.host);
 	if (!s.plugins)

@@ -1,15 +1,16 @@
 /* -e patterns (globs over OBJECT:FUNCTION, '!' to deselect, applied in order) and the
- * function symbols of an object, read with libelf from .symtab and .dynsym. */
+ * function symbols of an object, from its .symtab and .dynsym (src/elf). */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <gelf.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "calls/select.h"
+#include "elf/file.h"
 
 struct pat {
 	bool neg;
@@ -183,9 +184,9 @@ struct raw {
 	char *name;
 };
 
-static int rank_of(const GElf_Sym *sym, const char *name)
+static int rank_of(const struct tp_elf_sym *sym, const char *name)
 {
-	int b = GELF_ST_BIND(sym->st_info);
+	int b = sym->bind;
 	int r = b == STB_GLOBAL ? 0 : b == STB_WEAK ? 4 : 8;
 
 	if (name[0] == '_')
@@ -228,79 +229,61 @@ static int push_import(struct tp_fsyms *out, const char *name)
 	return 0;
 }
 
-static int read_table(Elf *elf, Elf_Scn *scn, GElf_Shdr *sh, bool dyn, struct raw **raws, int *nraw,
-		      int *cap, struct tp_fsyms *out)
+struct read_syms {
+	struct raw *raws;
+	int nraw, cap;
+	struct tp_fsyms *out;
+};
+
+static int read_sym(void *arg, const struct tp_elf_sym *sym)
 {
-	Elf_Data *data = elf_getdata(scn, NULL);
-	size_t n = sh->sh_entsize ? sh->sh_size / sh->sh_entsize : 0;
+	struct read_syms *rs = arg;
+	const char *name = sym->name;
+	int type = sym->type;
 
-	for (size_t i = 1; data && i < n; i++) {
-		GElf_Sym sym;
-		const char *name;
-		int type;
-
-		if (!gelf_getsym(data, (int)i, &sym))
-			continue;
-		type = GELF_ST_TYPE(sym.st_info);
-		name = elf_strptr(elf, sh->sh_link, sym.st_name);
-		if (!name || !*name)
-			continue;
-		if (sym.st_shndx == SHN_UNDEF) {
-			if (dyn && (type == STT_FUNC || type == STT_NOTYPE) &&
-			    push_import(out, name))
-				return -ENOMEM;
-			continue;
-		}
-		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || !sym.st_value)
-			continue;
-		if (*nraw == *cap) {
-			int ncap = *cap ? 2 * *cap : 256;
-			struct raw *r = realloc(*raws, ncap * sizeof(*r));
-
-			if (!r)
-				return -ENOMEM;
-			*raws = r;
-			*cap = ncap;
-		}
-		struct raw *r = &(*raws)[(*nraw)++];
-
-		r->vaddr = sym.st_value;
-		r->size = sym.st_size;
-		r->ifunc = type == STT_GNU_IFUNC;
-		r->rank = rank_of(&sym, name);
-		r->name = unversioned(name);
-		if (!r->name)
+	if (sym->undef) {
+		if (sym->dynsym && (type == STT_FUNC || type == STT_NOTYPE) &&
+		    push_import(rs->out, name))
 			return -ENOMEM;
+		return 0;
 	}
+	if ((type != STT_FUNC && type != STT_GNU_IFUNC) || !sym->value)
+		return 0;
+	if (rs->nraw == rs->cap) {
+		int ncap = rs->cap ? 2 * rs->cap : 256;
+		struct raw *r = realloc(rs->raws, ncap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		rs->raws = r;
+		rs->cap = ncap;
+	}
+	struct raw *r = &rs->raws[rs->nraw++];
+
+	r->vaddr = sym->value;
+	r->size = sym->size;
+	r->ifunc = type == STT_GNU_IFUNC;
+	r->rank = rank_of(sym, name);
+	r->name = unversioned(name);
+	if (!r->name)
+		return -ENOMEM;
 	return 0;
 }
 
 int tp_fsyms_read(const char *path, struct tp_fsyms *out)
 {
-	struct raw *raws = NULL;
-	int nraw = 0, cap = 0, fd, r = 0;
-	Elf_Scn *scn = NULL;
-	Elf *elf;
+	struct read_syms rs = {.out = out};
+	struct tp_elf_file f;
+	struct raw *raws;
+	int nraw, r;
 
 	memset(out, 0, sizeof(*out));
-	elf_version(EV_CURRENT);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		r = -ENOEXEC;
-		goto out;
-	}
-	while ((scn = elf_nextscn(elf, scn)) && !r) {
-		GElf_Shdr sh;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM)
-			r = read_table(elf, scn, &sh, sh.sh_type == SHT_DYNSYM, &raws, &nraw, &cap,
-				       out);
-	}
+	r = tp_elf_file_open_any(&f, path);
+	if (r)
+		return r;
+	r = tp_elf_file_foreach_sym_raw(&f, read_sym, &rs);
+	raws = rs.raws;
+	nraw = rs.nraw;
 	if (r)
 		goto out;
 	if (nraw)
@@ -341,9 +324,7 @@ out:
 	for (int i = 0; i < nraw; i++)
 		free(raws[i].name);
 	free(raws);
-	if (elf)
-		elf_end(elf);
-	close(fd);
+	tp_elf_file_close(&f);
 	if (r)
 		tp_fsyms_release(out);
 	return r;

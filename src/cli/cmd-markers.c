@@ -4,10 +4,8 @@
  * running process into a trace (the engine: src/markers/tracer.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libelf.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,6 +16,10 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "base/paths.h"
+#include "base/procfs.h"
+#include "elf/file.h"
+#include "elf/symbols.h"
 #include "markers/tracer.h"
 #include "proc/proc.h"
 
@@ -56,74 +58,42 @@ static const char usage_text[] =
 
 /* ---- the file at rest ---- */
 
-/* @len bytes at link-time address @vaddr from the file's allocated sections. */
-static int elf_read(Elf *e, uint64_t vaddr, void *buf, size_t len)
+struct notes_ctx {
+	struct sites *out;
+	struct tp_elf_file *f;
+	const char *object;
+	uint64_t bias;
+	int n;
+};
+
+static int read_note(void *arg, const struct tp_elf_note *nt)
 {
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
+	struct notes_ctx *c = arg;
+	uint64_t q[6];
+	struct site *s;
 
-	while ((scn = elf_nextscn(e, scn))) {
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) ||
-		    sh.sh_type == SHT_NOBITS)
-			continue;
-		if (vaddr < sh.sh_addr || vaddr + len > sh.sh_addr + sh.sh_size)
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || vaddr - sh.sh_addr + len > d->d_size)
-			return -EIO;
-		memcpy(buf, (const char *)d->d_buf + (vaddr - sh.sh_addr), len);
+	if (nt->type != NOTE_TYPE_SITE || nt->owner_size != sizeof(NOTE_OWNER) ||
+	    memcmp(nt->owner, NOTE_OWNER, sizeof(NOTE_OWNER)) || nt->desc_size != sizeof(q))
 		return 0;
-	}
-	return -ENOENT;
-}
-
-static char *elf_string(Elf *e, uint64_t vaddr)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-
-	while ((scn = elf_nextscn(e, scn))) {
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) ||
-		    sh.sh_type == SHT_NOBITS)
-			continue;
-		if (vaddr < sh.sh_addr || vaddr >= sh.sh_addr + sh.sh_size)
-			continue;
-		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || vaddr - sh.sh_addr >= d->d_size)
-			return NULL;
-		const char *p = (const char *)d->d_buf + (vaddr - sh.sh_addr);
-		return strndup(p, d->d_size - (vaddr - sh.sh_addr));
-	}
-	return NULL;
-}
-
-/* A pointer stored at @vaddr as the loader would see it relative to the object: the word in
- * the file, or the addend of its R_X86_64_RELATIVE relocation (position-independent code). */
-static uint64_t elf_pointer(Elf *e, uint64_t vaddr)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr sh;
-	uint64_t v = 0;
-
-	if (elf_read(e, vaddr, &v, sizeof(v)) || v)
-		return v;
-	while ((scn = elf_nextscn(e, scn))) {
-		Elf_Data *d;
-		GElf_Rela r;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
-			continue;
-		d = elf_getdata(scn, NULL);
-		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
-			if (gelf_getrela(d, (int)i, &r) && r.r_offset == vaddr &&
-			    GELF_R_TYPE(r.r_info) == R_X86_64_RELATIVE)
-				return (uint64_t)r.r_addend;
-		}
-	}
+	memcpy(q, nt->desc, sizeof(q));
+	if (!q[0])
+		return 0; /* a site in code the linker dropped */
+	if (!(s = sites_add(c->out)))
+		return -ENOMEM;
+	s->object = c->object;
+	s->addr = q[0] + c->bias;
+	s->target = q[1] + c->bias;
+	s->desc = q[2] + c->bias;
+	s->name = tp_elf_file_string(c->f, q[3]);
+	s->fmt = tp_elf_file_string(c->f, q[4]);
+	s->types = tp_elf_file_string(c->f, q[5]);
+	uint64_t file = tp_elf_file_pointer(c->f, q[2] + DESC_FILE);
+	uint32_t line = 0;
+	if (file)
+		s->file = tp_elf_file_string(c->f, file);
+	if (!tp_elf_file_read(c->f, q[2] + DESC_LINE, &line, sizeof(line)))
+		s->line = line;
+	c->n++;
 	return 0;
 }
 
@@ -131,20 +101,15 @@ static uint64_t elf_pointer(Elf *e, uint64_t vaddr)
  * of sites, or -errno. */
 static int read_notes(struct sites *out, const char *path, uint64_t bias, bool *is_elf)
 {
-	int fd, n = 0, err = 0;
-	Elf_Scn *scn = NULL;
+	struct notes_ctx c = {.out = out, .bias = bias};
+	struct tp_elf_file f;
 	char **objs;
-	Elf *e;
+	int err;
 
 	*is_elf = false;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	e = elf_begin(fd, ELF_C_READ, NULL);
-	if (!e || elf_kind(e) != ELF_K_ELF) {
-		err = -ENOEXEC;
-		goto out;
-	}
+	err = tp_elf_file_open_any(&f, path);
+	if (err)
+		return err;
 	*is_elf = true;
 	objs = realloc(out->objects, (out->nobjects + 1) * sizeof(*objs));
 	if (!objs || !(objs[out->nobjects] = strdup(path))) {
@@ -154,90 +119,15 @@ static int read_notes(struct sites *out, const char *path, uint64_t bias, bool *
 		goto out;
 	}
 	out->objects = objs;
-	const char *object = objs[out->nobjects++];
-	size_t shstrndx;
-	if (elf_getshdrstrndx(e, &shstrndx))
-		goto out;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		GElf_Nhdr nh;
-		size_t off = 0, noff, doff;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		const char *sname = elf_strptr(e, shstrndx, sh.sh_name);
-		if (!sname || strcmp(sname, ".note.tracepad"))
-			continue;
-		d = elf_getdata(scn, NULL);
-		while (d && (off = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
-			const char *name = (const char *)d->d_buf + noff;
-			uint64_t q[6];
-			struct site *s;
-
-			if (nh.n_type != NOTE_TYPE_SITE || nh.n_namesz != sizeof(NOTE_OWNER) ||
-			    memcmp(name, NOTE_OWNER, sizeof(NOTE_OWNER)) ||
-			    nh.n_descsz != sizeof(q))
-				continue;
-			memcpy(q, (const char *)d->d_buf + doff, sizeof(q));
-			if (!q[0])
-				continue; /* a site in code the linker dropped */
-			if (!(s = sites_add(out))) {
-				err = -ENOMEM;
-				goto out;
-			}
-			s->object = object;
-			s->addr = q[0] + bias;
-			s->target = q[1] + bias;
-			s->desc = q[2] + bias;
-			s->name = elf_string(e, q[3]);
-			s->fmt = elf_string(e, q[4]);
-			s->types = elf_string(e, q[5]);
-			uint64_t file = elf_pointer(e, q[2] + DESC_FILE);
-			uint32_t line = 0;
-			if (file)
-				s->file = elf_string(e, file);
-			if (!elf_read(e, q[2] + DESC_LINE, &line, sizeof(line)))
-				s->line = line;
-			n++;
-		}
-	}
+	c.object = objs[out->nobjects++];
+	c.f = &f;
+	err = tp_elf_file_foreach_note(&f, ".note.tracepad", read_note, &c);
 out:
-	elf_end(e);
-	close(fd);
-	return err ? err : n;
+	tp_elf_file_close(&f);
+	return err ? err : c.n;
 }
 
 /* ---- the live process ---- */
-
-/* bias of the object mapped at @start from file @offset, from its PT_LOAD headers */
-static int map_bias(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
-{
-	uint64_t pgmask = ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
-	int fd = open(path, O_RDONLY | O_CLOEXEC), err = -ENOENT;
-	size_t nph = 0;
-	Elf *e;
-
-	if (fd < 0)
-		return -errno;
-	e = elf_begin(fd, ELF_C_READ, NULL);
-	if (e && elf_kind(e) == ELF_K_ELF && !elf_getphdrnum(e, &nph)) {
-		for (size_t i = 0; i < nph; i++) {
-			GElf_Phdr ph;
-
-			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
-				continue;
-			if ((ph.p_offset & pgmask) > offset || offset >= ph.p_offset + ph.p_filesz)
-				continue;
-			*bias = start - (ph.p_vaddr - ph.p_offset + offset);
-			err = 0;
-			break;
-		}
-	}
-	elf_end(e);
-	close(fd);
-	return err;
-}
 
 static char *proc_string(pid_t pid, uint64_t addr)
 {
@@ -250,63 +140,64 @@ static char *proc_string(pid_t pid, uint64_t addr)
 	return strdup(buf);
 }
 
+struct process_ctx {
+	struct sites *out;
+	pid_t pid;
+	int err;
+};
+
+static int process_map(void *arg, const struct tp_maps_ent *e)
+{
+	struct process_ctx *c = arg;
+	struct sites *out = c->out;
+	const char *path = e->path;
+	uint64_t bias = 0;
+	bool seen = false, is_elf;
+	size_t first;
+
+	if (!tp_maps_exec(e) || path[0] != '/' || e->deleted)
+		return 0;
+	for (size_t i = 0; i < out->nobjects; i++)
+		seen |= !strcmp(out->objects[i], path);
+	if (seen || tp_elf_map_bias(path, e->start, e->offset, &bias))
+		return 0;
+	first = out->n;
+	if (read_notes(out, path, bias, &is_elf) < 0)
+		return 0;
+	for (size_t i = first; i < out->n; i++) {
+		struct site *s = &out->v[i];
+		uint64_t file = 0;
+		uint32_t ln = 0;
+		ssize_t r;
+
+		free(s->file);
+		s->file = NULL;
+		r = tp_proc_read(c->pid, s->desc + DESC_FILE, &file, sizeof(file));
+		if (r < 0) {
+			c->err = (int)r;
+			return 1;
+		}
+		if (r == sizeof(file) && file)
+			s->file = proc_string(c->pid, file);
+		if (tp_proc_read(c->pid, s->desc + DESC_LINE, &ln, sizeof(ln)) == sizeof(ln))
+			s->line = ln;
+	}
+	return 0;
+}
+
 /* The sites of every executable file mapping of @pid, at runtime addresses, their source
  * from the process memory.  Returns 0 or -errno (-ESRCH, -EPERM for /proc/PID/mem). */
 static int read_process(struct sites *out, pid_t pid)
 {
-	char fname[64], *line = NULL;
-	size_t cap = 0;
-	FILE *fp;
-	int err = 0;
+	struct process_ctx c = {out, pid, 0};
+	int err = tp_maps_foreach(pid, process_map, &c);
 
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	fp = fopen(fname, "re");
-	if (!fp)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (getline(&line, &cap, fp) > 0) {
-		uint64_t start, end, offset, bias = 0;
-		char perms[8];
-		int pos = 0;
-		bool seen = false, is_elf;
-		size_t first;
-
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
-			   perms, &offset, &pos) < 4 ||
-		    !pos || perms[2] != 'x' || line[pos] != '/')
-			continue;
-		char *path = line + pos;
-		path[strcspn(path, "\n")] = '\0';
-		for (size_t i = 0; i < out->nobjects; i++)
-			seen |= !strcmp(out->objects[i], path);
-		if (seen || map_bias(path, start, offset, &bias))
-			continue;
-		first = out->n;
-		if (read_notes(out, path, bias, &is_elf) < 0)
-			continue;
-		for (size_t i = first; i < out->n; i++) {
-			struct site *s = &out->v[i];
-			uint64_t file = 0;
-			uint32_t ln = 0;
-			ssize_t r;
-
-			free(s->file);
-			s->file = NULL;
-			r = tp_proc_read(pid, s->desc + DESC_FILE, &file, sizeof(file));
-			if (r < 0) {
-				err = (int)r;
-				goto out;
-			}
-			if (r == sizeof(file) && file)
-				s->file = proc_string(pid, file);
-			if (tp_proc_read(pid, s->desc + DESC_LINE, &ln, sizeof(ln)) == sizeof(ln))
-				s->line = ln;
-		}
-	}
-out:
-	free(line);
-	fclose(fp);
-	return err;
+	if (err < 0)
+		return err == -ENOENT ? -ESRCH : err;
+	return c.err;
 }
+
+enum site_state { SITE_DISABLED, SITE_ENABLED, SITE_UNKNOWN, SITE_UNREADABLE };
 
 /* ---- output ---- */
 
@@ -408,133 +299,24 @@ static int do_set(pid_t pid, const char *glob, bool on)
 
 /* ---- record ---- */
 
-/* @prog as execvp would find it, for reading its notes. */
-static char *find_program(const char *prog)
+static int add_needed(void *arg, const char *lib)
 {
-	const char *path = getenv("PATH");
+	bool is_elf;
 
-	if (strchr(prog, '/') || !path)
-		return strdup(prog);
-	for (const char *p = path; *p;) {
-		size_t len = strcspn(p, ":");
-		char *full;
-
-		if (asprintf(&full, "%.*s/%s", (int)len, len ? p : ".", prog) < 0)
-			return NULL;
-		if (!access(full, X_OK))
-			return full;
-		free(full);
-		p += len;
-		if (*p == ':')
-			p++;
-	}
-	return strdup(prog);
-}
-
-/* The first existing file named @name in the colon-separated directories of @dirs ($ORIGIN is
- * @origin), or NULL. */
-static char *lib_search(const char *name, const char *dirs, const char *origin)
-{
-	for (const char *p = dirs; p && *p;) {
-		size_t len = strcspn(p, ":");
-		char *full;
-		int r;
-
-		if (len >= 7 && !strncmp(p, "$ORIGIN", 7))
-			r = asprintf(&full, "%s%.*s/%s", origin, (int)(len - 7), p + 7, name);
-		else
-			r = asprintf(&full, "%.*s/%s", (int)len, len ? p : ".", name);
-		if (r < 0)
-			return NULL;
-		if (!access(full, R_OK))
-			return full;
-		free(full);
-		p += len;
-		if (*p == ':')
-			p++;
-	}
-	return NULL;
-}
-
-/* Add the sites of the libraries @path needs directly (DT_NEEDED), found as the loader
- * would in the common cases: LD_LIBRARY_PATH, DT_RUNPATH or DT_RPATH, then the system's
- * directories (/etc/ld.so.cache is not read).  Libraries not found are skipped. */
-static void read_needed(struct sites *out, const char *path)
-{
-	static const char sysdirs[] = "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:"
-				      "/lib64:/usr/lib64:/lib:/usr/lib:/usr/local/lib";
-	char **needed = NULL, *origin = strdup(path), *slash;
-	const char *runpath = NULL;
-	size_t n = 0;
-	Elf_Scn *scn = NULL;
-	Elf *e = NULL;
-	int fd;
-
-	if (!origin)
-		return;
-	slash = strrchr(origin, '/');
-	if (slash)
-		*slash = 0;
-	else
-		strcpy(origin, ".");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || !(e = elf_begin(fd, ELF_C_READ, NULL)))
-		goto out;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		GElf_Dyn dyn;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC ||
-		    !(d = elf_getdata(scn, NULL)))
-			continue;
-		for (int i = 0; gelf_getdyn(d, i, &dyn) && dyn.d_tag != DT_NULL; i++) {
-			const char *s = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
-			char **v;
-
-			if (!s)
-				continue;
-			if (dyn.d_tag == DT_RUNPATH || (dyn.d_tag == DT_RPATH && !runpath)) {
-				runpath = s;
-			} else if (dyn.d_tag == DT_NEEDED &&
-				   (v = realloc(needed, (n + 1) * sizeof(*v)))) {
-				needed = v;
-				needed[n++] = (char *)s;
-			}
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		char *lib = strchr(needed[i], '/') ? strdup(needed[i]) : NULL;
-		bool is_elf;
-
-		if (!lib)
-			lib = lib_search(needed[i], getenv("LD_LIBRARY_PATH"), origin);
-		if (!lib)
-			lib = lib_search(needed[i], runpath, origin);
-		if (!lib)
-			lib = lib_search(needed[i], sysdirs, origin);
-		if (lib)
-			read_notes(out, lib, 0, &is_elf);
-		free(lib);
-	}
-out:
-	free(needed);
-	if (e)
-		elf_end(e);
-	if (fd >= 0)
-		close(fd);
-	free(origin);
+	read_notes(arg, lib, 0, &is_elf);
+	return 0;
 }
 
 static int do_record(const char *glob, const char *dir, char **argv)
 {
 	struct sites s = {0};
-	char *path, msg[PATH_MAX + 64] = "";
+	char path[PATH_MAX], msg[PATH_MAX + 64] = "";
 	bool is_elf;
 	int err, ret = 2;
 
-	if (!(path = find_program(argv[0])))
-		return 2;
+	/* Not found: the launch says so. */
+	if (tp_path_find_program(argv[0], path, sizeof(path)))
+		snprintf(path, sizeof(path), "%s", argv[0]);
 	/* The notes at rest only help name the classes (libtracepad declares them): a script
 	 * or a wrapper such as valgrind is run all the same. */
 	err = read_notes(&s, path, 0, &is_elf);
@@ -543,7 +325,7 @@ static int do_record(const char *glob, const char *dir, char **argv)
 		goto out;
 	}
 	if (err >= 0)
-		read_needed(&s, path);
+		tp_elf_foreach_needed(path, add_needed, &s);
 	if (!s.n)
 		fprintf(stderr,
 			"tracepad markers: %s: no tracepoints (a library it loads may have "
@@ -553,7 +335,6 @@ static int do_record(const char *glob, const char *dir, char **argv)
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 out:
-	free(path);
 	sites_free(&s);
 	return ret;
 }
@@ -629,7 +410,6 @@ int cmd_markers(int argc, char **argv)
 			return 2;
 		}
 	}
-	elf_version(EV_CURRENT);
 	if ((glob || dir || duration) && strcmp(sub, "record"))
 		REFUSE("%s: -e, --trace and --duration belong to record", sub);
 	if (!strcmp(sub, "record")) {

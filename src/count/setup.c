@@ -3,8 +3,6 @@
  * the choice of engine. */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +13,8 @@
 #include <unistd.h>
 
 #include "count/count-priv.h"
+#include "base/paths.h"
+#include "elf/file.h"
 #include "elf/symbols.h"
 #include "trace/trace.h"
 
@@ -32,66 +32,6 @@ static int agent_trace_init(struct tp_count_ctx *c, struct tp_trace_writer *w)
 	    tp_trace_writer_add_class(w, "counting_end", f, 2) != TP_AGENT_EV_COUNTING_END)
 		return -EINVAL;
 	return tp_trace_consumer_new(w, &ro, &c->cons);
-}
-
-/* Does @path import @name (an undefined symbol in .dynsym)? */
-static bool elf_imports(const char *path, const char *name)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool found = false;
-	Elf_Scn *scn = NULL;
-	Elf *elf;
-
-	if (fd < 0)
-		return false;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	while (elf && !found && (scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
-			continue;
-		d = elf_getdata(scn, NULL);
-		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym sym;
-			const char *n;
-
-			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx != SHN_UNDEF)
-				continue;
-			n = elf_strptr(elf, sh.sh_link, sym.st_name);
-			if (n && !strcmp(n, name))
-				found = true;
-		}
-	}
-	elf_end(elf);
-	close(fd);
-	return found;
-}
-
-/* Find PROGRAM as execvp would. */
-static int find_program(const char *name, char *out, size_t len)
-{
-	const char *path = getenv("PATH");
-
-	if (strchr(name, '/')) {
-		snprintf(out, len, "%s", name);
-		return access(out, F_OK) ? -ENOENT : 0;
-	}
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	while (*path) {
-		const char *end = strchr(path, ':');
-		size_t n = end ? (size_t)(end - path) : strlen(path);
-
-		snprintf(out, len, "%.*s/%s", (int)n, n ? path : ".", name);
-		if (!access(out, X_OK))
-			return 0;
-		if (!end)
-			break;
-		path = end + 1;
-	}
-	return -ENOENT;
 }
 
 static int make_ctl(struct tp_count_ctx *c)
@@ -216,7 +156,7 @@ int tp_count_probe(struct tp_count_ctx *c, char *path)
 {
 	struct tp_count_opts *o = c->o;
 	struct tp_elf_info info;
-	int err = find_program(o->argv[0], path, PATH_MAX);
+	int err = tp_path_find_program(o->argv[0], path, PATH_MAX);
 
 	if (err) {
 		snprintf(c->error, sizeof(c->error), "%s: no such program", o->argv[0]);
@@ -241,7 +181,7 @@ int tp_count_probe(struct tp_count_ctx *c, char *path)
 		snprintf(c->error, sizeof(c->error), "--stop main needs main's symbol");
 		return -EINVAL;
 	}
-	c->api = !o->start && elf_imports(path, "tracepad_step_begin");
+	c->api = !o->start && tp_elf_imports(path, "tracepad_step_begin");
 	c->whole = !o->start && !c->api;
 	return 0;
 }

@@ -1,11 +1,12 @@
 /* One ELF file at rest, over libelf: probing, symbols by name (with symbol versions), and
  * main() of a stripped program found by decoding its entry code with the arch decoder. */
 #include "elf/symbols.h"
-#include "elf/symbols-priv.h"
+#include "elf/file.h"
 #include "base/log.h"
 #include "arch/arch.h"
 
 #include <ctype.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,18 +25,25 @@
 #define VERSYM_VERSION 0x7fff
 #define VERSYM_HIDDEN 0x8000
 
-static int check_ehdr(struct tp_elf_file *f)
+/* @any: any ELF file; else x86-64 ET_EXEC/ET_DYN only. */
+static int check_ehdr(struct tp_elf_file *f, bool any)
 {
-	if (elf_kind(f->elf) != ELF_K_ELF || !gelf_getehdr(f->elf, &f->ehdr))
+	GElf_Ehdr ehdr;
+
+	if (elf_kind(f->elf) != ELF_K_ELF || !gelf_getehdr(f->elf, &ehdr))
 		return -ENOEXEC;
-	if (f->ehdr.e_ident[EI_CLASS] != ELFCLASS64 || f->ehdr.e_machine != EM_X86_64)
+	f->type = ehdr.e_type;
+	f->entry = ehdr.e_entry;
+	if (any)
+		return 0;
+	if (ehdr.e_ident[EI_CLASS] != ELFCLASS64 || ehdr.e_machine != EM_X86_64)
 		return -EINVAL;
-	if (f->ehdr.e_type != ET_EXEC && f->ehdr.e_type != ET_DYN)
+	if (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN)
 		return -EINVAL;
 	return 0;
 }
 
-int tp_elf_file_open(struct tp_elf_file *f, const char *path)
+static int file_open(struct tp_elf_file *f, const char *path, bool any)
 {
 	struct stat sb;
 	int err;
@@ -60,7 +68,7 @@ int tp_elf_file_open(struct tp_elf_file *f, const char *path)
 		err = -ENOEXEC;
 		goto err_close;
 	}
-	err = check_ehdr(f);
+	err = check_ehdr(f, any);
 	if (err)
 		goto err_close;
 	return 0;
@@ -70,6 +78,16 @@ err_close:
 err_out:
 	tp_dbg("elf: %s: %s\n", path, strerror(-err));
 	return err;
+}
+
+int tp_elf_file_open(struct tp_elf_file *f, const char *path)
+{
+	return file_open(f, path, false);
+}
+
+int tp_elf_file_open_any(struct tp_elf_file *f, const char *path)
+{
+	return file_open(f, path, true);
 }
 
 int tp_elf_file_open_mem(struct tp_elf_file *f, void *buf, size_t len)
@@ -83,7 +101,7 @@ int tp_elf_file_open_mem(struct tp_elf_file *f, void *buf, size_t len)
 	f->elf = elf_memory(buf, len);
 	if (!f->elf)
 		return -ENOEXEC;
-	err = check_ehdr(f);
+	err = check_ehdr(f, false);
 	if (err)
 		tp_elf_file_close(f);
 	return err;
@@ -239,6 +257,65 @@ int tp_elf_file_foreach_sym(struct tp_elf_file *f, tp_elf_sym_fn fn, void *arg)
 	return ret;
 }
 
+int tp_elf_file_foreach_sym_raw(struct tp_elf_file *f, tp_elf_sym_fn fn, void *arg)
+{
+	Elf_Scn *scn = NULL;
+	int ret = 0;
+
+	while (!ret && (scn = elf_nextscn(f->elf, scn))) {
+		GElf_Shdr shdr;
+		Elf_Data *data;
+		size_t n;
+
+		if (!gelf_getshdr(scn, &shdr) ||
+		    (shdr.sh_type != SHT_SYMTAB && shdr.sh_type != SHT_DYNSYM) ||
+		    !shdr.sh_entsize || !(data = elf_getdata(scn, NULL)))
+			continue;
+		n = shdr.sh_size / shdr.sh_entsize;
+		for (size_t i = 1; i < n && !ret; i++) {
+			struct tp_elf_sym s = {.dynsym = shdr.sh_type == SHT_DYNSYM};
+			GElf_Sym sym;
+
+			if (!gelf_getsym(data, (int)i, &sym))
+				continue;
+			s.name = elf_strptr(f->elf, shdr.sh_link, sym.st_name);
+			if (!s.name || !*s.name)
+				continue;
+			s.namelen = strlen(s.name);
+			s.type = GELF_ST_TYPE(sym.st_info);
+			s.bind = GELF_ST_BIND(sym.st_info);
+			s.undef = sym.st_shndx == SHN_UNDEF;
+			s.value = sym.st_value;
+			s.size = sym.st_size;
+			s.sec_end = UINT64_MAX;
+			ret = fn(arg, &s);
+		}
+	}
+	return ret;
+}
+
+struct imports_arg {
+	const char *name;
+};
+
+static int import_is(void *arg, const struct tp_elf_sym *s)
+{
+	return s->dynsym && s->undef && !strcmp(s->name, ((struct imports_arg *)arg)->name);
+}
+
+bool tp_elf_imports(const char *path, const char *name)
+{
+	struct imports_arg a = {name};
+	struct tp_elf_file f;
+	bool found;
+
+	if (tp_elf_file_open_any(&f, path))
+		return false;
+	found = tp_elf_file_foreach_sym_raw(&f, import_is, &a) > 0;
+	tp_elf_file_close(&f);
+	return found;
+}
+
 int tp_elf_file_loads(struct tp_elf_file *f, struct tp_elf_load **out)
 {
 	struct tp_elf_load *loads;
@@ -285,6 +362,24 @@ int tp_elf_loads_bias(const struct tp_elf_load *loads, size_t n, uint64_t start,
 	return 0;
 }
 
+int tp_elf_map_bias(const char *path, uint64_t start, uint64_t offset, uint64_t *bias)
+{
+	struct tp_elf_load *loads;
+	struct tp_elf_file f;
+	int n, err;
+
+	err = tp_elf_file_open_any(&f, path);
+	if (err)
+		return err;
+	n = tp_elf_file_loads(&f, &loads);
+	tp_elf_file_close(&f);
+	if (n < 0)
+		return n;
+	err = tp_elf_loads_bias(loads, (size_t)n, start, offset, bias);
+	free(loads);
+	return err;
+}
+
 int tp_elf_probe(const char *path, struct tp_elf_info *info)
 {
 	uint64_t pgmask = ~((uint64_t)sysconf(_SC_PAGESIZE) - 1);
@@ -300,8 +395,8 @@ int tp_elf_probe(const char *path, struct tp_elf_info *info)
 	if (!info)
 		goto out;
 	memset(info, 0, sizeof(*info));
-	info->is_dyn = f.ehdr.e_type == ET_DYN;
-	info->entry = f.ehdr.e_entry;
+	info->is_dyn = f.type == ET_DYN;
+	info->entry = f.entry;
 	if (elf_getphdrnum(f.elf, &phnum) < 0)
 		phnum = 0;
 	for (size_t i = 0; i < phnum; i++) {
@@ -475,7 +570,7 @@ static int main_from_entry(struct tp_elf_file *f, uint64_t *vaddr)
 {
 	const struct tp_elf_load *l, *target;
 	struct tp_elf_load *loads;
-	uint64_t entry = f->ehdr.e_entry, cand = 0;
+	uint64_t entry = f->entry, cand = 0;
 	bool have = false;
 	const uint8_t *raw, *code;
 	size_t rawsize, len, off = 0;

@@ -2,8 +2,9 @@
  * mappings from /proc/PID/maps, each object's symbols loaded from its ELF file on first use
  * and kept sorted for binary search, DWARF lines from libdwfl on request. */
 #include "elf/symbols.h"
-#include "elf/symbols-priv.h"
 #include "base/log.h"
+#include "base/procfs.h"
+#include "elf/file.h"
 
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -194,6 +195,8 @@ struct collect {
 	struct obj *o;
 	size_t cap;
 	int err;
+	bool symtab_seen; /* a .symtab symbol came */
+	bool debug;	  /* walking the separate debug file: its .symtab only */
 };
 
 static int collect_sym(void *arg, const struct tp_elf_sym *s)
@@ -202,6 +205,10 @@ static int collect_sym(void *arg, const struct tp_elf_sym *s)
 	struct obj *o = c->o;
 	struct sym *syms, *d;
 
+	if (c->debug && s->dynsym)
+		return 0;
+	if (!s->dynsym)
+		c->symtab_seen = true;
 	syms = grow(o->syms, &c->cap, o->nsyms + 1, sizeof(*syms));
 	if (!syms) {
 		c->err = -ENOMEM;
@@ -288,6 +295,23 @@ static int cmp_by_addr(const void *a, const void *b, void *arg)
 	return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
+static void obj_debug_syms(struct obj *o, struct collect *c)
+{
+	const char *path = access(o->path, R_OK) && o->alt_path ? o->alt_path : o->path;
+	char *debug = tp_elf_debug_file(path);
+	struct tp_elf_file f;
+
+	if (!debug)
+		return;
+	if (!tp_elf_file_open(&f, debug)) {
+		c->debug = true;
+		tp_elf_file_foreach_sym(&f, collect_sym, c);
+		c->debug = false;
+		tp_elf_file_close(&f);
+	}
+	free(debug);
+}
+
 static int obj_load_syms(struct obj *o)
 {
 	struct collect c = {.o = o};
@@ -312,6 +336,9 @@ static int obj_load_syms(struct obj *o)
 		c.err = -ENOMEM;
 	tp_elf_file_close(&f);
 	free(mem);
+	/* A stripped object: its .symtab from the separate debug file when one is installed. */
+	if (!c.err && !c.symtab_seen && o->kind == OBJ_FILE)
+		obj_debug_syms(o, &c);
 	err = c.err;
 	if (err)
 		goto err_free;
@@ -541,14 +568,32 @@ int tp_symtab_add_map(struct tp_symtab *st, uint64_t start, uint64_t end, uint64
 	return insert_map(st, start, end, offset, path, NULL);
 }
 
+struct load_pid {
+	struct tp_symtab *st;
+	pid_t pid;
+	int err;
+};
+
+static int load_pid_map(void *arg, const struct tp_maps_ent *e)
+{
+	struct load_pid *lp = arg;
+	char alt[96];
+
+	if (!tp_maps_exec(e))
+		return 0;
+	snprintf(alt, sizeof(alt), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)lp->pid,
+		 e->start, e->end);
+	lp->err = insert_map(lp->st, e->start, e->end, e->offset, e->path,
+			     e->path[0] == '/' ? alt : NULL);
+	return lp->err;
+}
+
 int tp_symtab_load_pid(struct tp_symtab *st, pid_t pid)
 {
-	char fname[64], exe[PATH_MAX], alt[96];
-	char *line = NULL, *path, *del;
-	size_t cap = 0;
+	struct load_pid lp = {st, pid, 0};
+	char fname[64], exe[PATH_MAX], *del;
 	ssize_t len;
-	FILE *fp;
-	int err = 0;
+	int err;
 
 	snprintf(fname, sizeof(fname), "/proc/%d/exe", (int)pid);
 	len = readlink(fname, exe, sizeof(exe) - 1);
@@ -557,35 +602,9 @@ int tp_symtab_load_pid(struct tp_symtab *st, pid_t pid)
 	if (del && !del[10])
 		*del = '\0';
 
-	snprintf(fname, sizeof(fname), "/proc/%d/maps", (int)pid);
-	fp = fopen(fname, "re");
-	if (!fp)
-		return -errno;
-	while ((len = getline(&line, &cap, fp)) > 0) {
-		uint64_t start, end, offset;
-		char perms[8];
-		int pos = 0;
-
-		if (line[len - 1] == '\n')
-			line[--len] = '\0';
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", &start, &end,
-			   perms, &offset, &pos) < 4 ||
-		    !pos)
-			continue;
-		if (perms[2] != 'x')
-			continue;
-		path = line + pos;
-		del = strstr(path, " (deleted)");
-		if (del && !del[10])
-			*del = '\0';
-		snprintf(alt, sizeof(alt), "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid,
-			 start, end);
-		err = insert_map(st, start, end, offset, path, path[0] == '/' ? alt : NULL);
-		if (err)
-			break;
-	}
-	free(line);
-	fclose(fp);
+	err = tp_maps_foreach(pid, load_pid_map, &lp);
+	if (err && !lp.err)
+		return err; /* /proc/PID/maps could not be read */
 	for (size_t i = 0; exe[0] && i < st->nobjs; i++) {
 		if (!strcmp(st->objs[i]->path, exe)) {
 			st->main_obj = st->objs[i];

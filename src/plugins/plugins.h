@@ -34,4 +34,9 @@ void tp_plugins_thread(struct tp_plugins *ps, int pid, int tid, enum tracepad_th
 int tp_plugin_memory_init(const struct tracepad_host *host, const char *args,
 			  struct tracepad_plugin *plugin);
 
+/* The host's maps() for every plugin (<tracepad/plugin.h>), over src/base's maps parser;
+ * @ctx is unused. */
+int tp_plugin_host_maps(void *ctx, int pid, int (*fn)(void *arg, const struct tracepad_map *m),
+			void *arg);
+
 #endif

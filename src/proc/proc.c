@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/paths.h"
 
 extern char **environ;
 
@@ -252,12 +253,11 @@ static char **build_env(char *const *add)
  * the caller sees.  Runs in the forked child: no allocation. */
 static void child_exec(const char *file, char *const *argv, char *const *envp, const char *path)
 {
-	size_t flen = strlen(file);
 	bool eacces = false;
 	char buf[PATH_MAX];
 	const char *s = path;
 
-	if (!flen) {
+	if (!*file) {
 		errno = ENOENT;
 		return;
 	}
@@ -265,34 +265,21 @@ static void child_exec(const char *file, char *const *argv, char *const *envp, c
 		execve(file, argv, envp);
 		return;
 	}
-	for (;;) {
-		const char *e = strchrnul(s, ':');
-		size_t dlen = e - s;
-
-		if (dlen + flen + 2 <= sizeof(buf)) {
-			if (dlen) {
-				memcpy(buf, s, dlen);
-				buf[dlen++] = '/';
-			}
-			memcpy(buf + dlen, file, flen + 1);
-			execve(buf, argv, envp);
-			switch (errno) {
-			case EACCES:
-				eacces = true;
-				break;
-			case ENOENT:
-			case ENOTDIR:
-			case ESTALE:
-			case ENODEV:
-			case ETIMEDOUT:
-				break;
-			default:
-				return;
-			}
-		}
-		if (!*e)
+	while (tp_path_next(&s, file, buf, sizeof(buf))) {
+		execve(buf, argv, envp);
+		switch (errno) {
+		case EACCES:
+			eacces = true;
 			break;
-		s = e + 1;
+		case ENOENT:
+		case ENOTDIR:
+		case ESTALE:
+		case ENODEV:
+		case ETIMEDOUT:
+			break;
+		default:
+			return;
+		}
 	}
 	errno = eacces ? EACCES : ENOENT;
 }
@@ -340,7 +327,7 @@ fail:
 int tp_proc_launch(const struct tp_launch *l, struct tp_proc **out)
 {
 	int go[2], err[2], st, e = 0, r;
-	const char *path = getenv("PATH");
+	const char *path = tp_path_dirs();
 	struct tp_proc *p;
 	struct tp_task *t;
 	char **envp;
@@ -349,8 +336,6 @@ int tp_proc_launch(const struct tp_launch *l, struct tp_proc **out)
 	*out = NULL;
 	if (!l->argv || !l->argv[0] || (l->nkeep_fds && !l->keep_fds))
 		return -EINVAL;
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
 	envp = build_env(l->env_add);
 	if (!envp)
 		return -errno;

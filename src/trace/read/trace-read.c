@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "trace/read/trace-read.h"
+#include "base/procfs.h"
 #include "elf/symbols.h"
 #include "base/text.h"
 
@@ -25,7 +26,6 @@
 static int parse_map_line(char *line, uint64_t *start, uint64_t *end, uint64_t *off, char **path)
 {
 	size_t first;
-	char perms[8];
 	int pos = 0;
 
 	while (*line == ' ' || *line == '\t')
@@ -34,12 +34,16 @@ static int parse_map_line(char *line, uint64_t *start, uint64_t *end, uint64_t *
 		return 1;
 	first = strcspn(line, " \t");
 	if (memchr(line, '-', first)) {
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s %n", start, end,
-			   perms, off, &pos) < 4 ||
-		    !pos)
+		struct tp_maps_ent e;
+
+		if (tp_maps_parse_line(line, strlen(line), &e))
 			return -1;
-		if (strlen(perms) < 3 || perms[2] != 'x')
+		if (!tp_maps_exec(&e))
 			return 1;
+		*start = e.start;
+		*end = e.end;
+		*off = e.offset;
+		pos = (int)(e.path - line);
 	} else if (sscanf(line, "%" SCNx64 " %" SCNx64 " %" SCNx64 " %n", start, end, off, &pos) <
 		       3 ||
 		   !pos) {

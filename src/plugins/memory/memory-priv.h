@@ -1,0 +1,136 @@
+/* What the two halves of the built-in `memory` plugin share: the allocator calls it follows,
+ * the per-process block tables and allocation sites (tracking.c), read at a process's exit
+ * by the leak check and its report (report.c). */
+#ifndef TP_PLUGINS_MEMORY_PRIV_H
+#define TP_PLUGINS_MEMORY_PRIV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/user.h>
+
+#include "plugins/plugins.h"
+
+#define MEM_SELECT                                                                                 \
+	"libc:malloc,libc:calloc,libc:realloc,libc:reallocarray,libc:free,libc:posix_memalign,"    \
+	"libc:aligned_alloc,libc:memalign,libc:valloc,libc:pvalloc"
+
+#define BT_DEFAULT 12 /* memcheck's --num-callers */
+#define BT_MAX 64
+
+/* glibc's malloc puts a chunk header (prev_size, size|flags) right below each block. */
+#define CHUNK_HDR 16
+#define CHUNK_FLAGS 0x7ULL
+#define CHUNK_MMAPPED 0x2ULL
+/* Arenas of other threads live in heaps aligned to HEAP_MAX_SIZE that start with heap_info,
+ * whose ar_ptr points just past a heap_info (32 bytes) at the start of the arena's first heap. */
+#define ARENA_HEAP_ALIGN (64ULL << 20)
+#define ARENA_HEAP_INFO 32
+
+enum mem_fn {
+	FN_NONE,
+	FN_MALLOC,
+	FN_CALLOC,
+	FN_REALLOC,
+	FN_REALLOCARRAY,
+	FN_FREE,
+	FN_POSIX_MEMALIGN,
+	FN_MEMALIGN, /* memalign and aligned_alloc: one address in glibc, the same arguments */
+	FN_VALLOC,
+	FN_PVALLOC,
+};
+
+static const struct {
+	const char *name;
+	enum mem_fn fn;
+} fn_names[] = {
+    {"malloc", FN_MALLOC},
+    {"calloc", FN_CALLOC},
+    {"realloc", FN_REALLOC},
+    {"reallocarray", FN_REALLOCARRAY},
+    {"free", FN_FREE},
+    {"posix_memalign", FN_POSIX_MEMALIGN},
+    {"aligned_alloc", FN_MEMALIGN},
+    {"memalign", FN_MEMALIGN},
+    {"valloc", FN_VALLOC},
+    {"pvalloc", FN_PVALLOC},
+};
+
+/* Block states, in memcheck's order of strength during the root scan. */
+enum { ST_DEFINITE, ST_INDIRECT, ST_POSSIBLE, ST_REACHABLE, ST_NKINDS };
+
+static const char *const kind_names[ST_NKINDS] = {
+    [ST_DEFINITE] = "definitely lost",
+    [ST_INDIRECT] = "indirectly lost",
+    [ST_POSSIBLE] = "possibly lost",
+    [ST_REACHABLE] = "still reachable",
+};
+
+/* A live block; addr 0 marks an empty slot of the table, 1 a deleted one. */
+struct block {
+	uint64_t addr;
+	uint64_t size;
+	uint32_t site;
+};
+
+struct block_table {
+	struct block *slot;
+	size_t cap, used, dead;
+};
+
+/* An allocation backtrace, interned: blocks refer to it by index (0: none). */
+struct site {
+	int pid;
+	unsigned n;
+	uint64_t pcs[];
+};
+
+#define NREGS (sizeof(struct user_regs_struct) / 8)
+
+/* The registers of a thread, taken at its exit stop: the engine may let it go on exiting
+ * before the process's last thread stops, and they are what memcheck scans. */
+struct exit_regs {
+	int tid;
+	uint64_t regs[NREGS];
+};
+
+struct mem_proc {
+	int pid;
+	struct block_table blocks;
+	uint64_t allocs, frees, bytes;
+	struct exit_regs *xregs;
+	size_t nxregs, xregs_cap;
+	int last_exit_tid; /* stopped at its exit while PROC_EXIT is reported */
+	struct mem_proc *next;
+};
+
+/* The allocator call a thread is in, if any: calls made inside it (realloc(NULL, n) calling
+ * malloc) are the allocator's own business and are not counted again. */
+struct mem_thread {
+	int pid, tid;
+	bool busy;
+	unsigned depth;
+	enum mem_fn fn;
+	uint64_t args[3];
+	uint32_t site;
+	struct mem_thread *next;
+};
+
+struct mem {
+	struct tracepad_host h;
+	unsigned bt_depth;
+	bool summary_only;
+	struct mem_proc *procs;
+	struct mem_thread *threads;
+	struct site **sites; /* sites[0] unused */
+	size_t nsites, sites_cap;
+	uint32_t *site_hash; /* open addressing over indexes into sites */
+	size_t site_hash_cap;
+	bool lost_track; /* out of memory once: the report says so */
+};
+
+/* Sort the blocks process @p still holds as memcheck does and print the report; the process
+ * is stopped at its exit.  Returns 0 or -errno. */
+int tp_mem_leak_check(struct mem *m, struct mem_proc *p);
+
+#endif
