@@ -120,7 +120,6 @@ struct area *tp_bp_area_for(struct tp_bps *b, pid_t tid, uint64_t addr, int *err
 
 int tp_bp_make_tramp(struct tp_bps *b, pid_t tid, uint64_t near)
 {
-	static const uint8_t int3 = TP_ARCH_INT3;
 	struct area *a;
 	uint64_t at;
 	int r;
@@ -129,7 +128,7 @@ int tp_bp_make_tramp(struct tp_bps *b, pid_t tid, uint64_t near)
 	if (!a)
 		return r;
 	at = a->base + (uint64_t)a->used * SLOT_SIZE;
-	r = tp_proc_write(b->pid, at, &int3, 1);
+	r = tp_bp_poke(b->pid, at, true, 0);
 	if (r)
 		return r;
 	a->used++;

@@ -193,7 +193,7 @@ int tp_bp_remove_all(struct tp_bps *bps)
 
 		if (!bp->addr)
 			continue;
-		r = tp_proc_write(bps->pid, bp->addr, bp->orig, 1);
+		r = tp_bp_poke(bps->pid, bp->addr, false, bp->orig[0]);
 		if (!r && (tp_proc_read(bps->pid, bp->addr, back, bp->len) != bp->len ||
 			   memcmp(back, bp->orig, bp->len)))
 			r = -EIO;
@@ -296,7 +296,7 @@ void tp_bp_crash_restore(struct tp_bps *bps)
 		struct bp *bp = &bps->tab[i];
 
 		if (bp->addr)
-			tp_proc_write(bps->pid, bp->addr, bp->orig, 1);
+			tp_bp_poke(bps->pid, bp->addr, false, bp->orig[0]);
 	}
 	for (unsigned i = 0; i < bps->nsh; i++) {
 		struct shadow *s = &bps->sh[i];

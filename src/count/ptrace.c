@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "count/count-priv.h"
+#include "bp/bp.h"
 #include "base/log.h"
 #include "elf/symbols.h"
 #include "proc/guard.h"
@@ -169,9 +170,7 @@ static void count_last(struct engine *e, struct pthread *t)
 
 static int bp_write(struct engine *e, struct tp_abp_ptrace *bp, bool on)
 {
-	uint8_t b = on ? 0xcc : bp->orig;
-
-	return tp_proc_write(e->pid, bp->addr, &b, 1);
+	return tp_bp_poke(e->pid, bp->addr, on, bp->orig);
 }
 
 static int bp_insert(struct engine *e, uint64_t addr, enum bp_kind kind)

@@ -97,6 +97,7 @@ struct tsdl_stream *tp_trace_tsdl_stream(struct tsdl *t, uint64_t id);
 /* ---- Internal to tsdl.c and tsdl-lex.c -------------------------------------------------- */
 
 #define TSDL_TOK_MAX 255
+#define TSDL_MAX_DEPTH 8
 
 struct tsdl_arena {
 	struct tsdl_arena *next;
@@ -134,6 +135,10 @@ struct tsdl_value {
 /* Allocations live as long as the struct tsdl. */
 void *tp_trace_tsdl_alloc(struct tsdl_parser *p, size_t size);
 char *tp_trace_tsdl_dup(struct tsdl_parser *p, const char *s);
+/* A type at the cursor (tsdl-type.c); 0 or the parser's error. */
+int tp_trace_tsdl_type(struct tsdl_parser *p, struct rt_type **out);
+/* "typealias TYPE := NAME;" at the cursor. */
+int tp_trace_tsdl_typealias(struct tsdl_parser *p);
 /* Records the first error and returns it. */
 int tp_trace_tsdl_fail(struct tsdl_parser *p, int err);
 void tp_trace_lex_next(struct tsdl_parser *p);
