@@ -17,23 +17,8 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "base/paths.h"
-#include "base/procfs.h"
-#include "elf/file.h"
-#include "elf/symbols.h"
 #include "markers/tracer.h"
 #include "proc/proc.h"
-
-#define NOTE_OWNER "tracepad"
-#define NOTE_TYPE_SITE 1
-/* Offsets in struct tp_site_desc (<tracepad/tracepoint.h>, x86-64). */
-#define DESC_FILE 24
-#define DESC_LINE 32
-
-/* The readers of notes and of processes below keep their names until they move to src/elf. */
-#define site tp_markers_site
-#define sites tp_markers_sites
-#define sites_add tp_markers_sites_add
-#define sites_free tp_markers_sites_free
 
 static const char usage_text[] =
     "usage: tracepad markers list [-p PID | PROGRAM...]\n"
@@ -56,152 +41,11 @@ static const char usage_text[] =
     "      --duration S  record -p: stop after S seconds\n"
     "  -h, --help        show this help\n";
 
-/* ---- the file at rest ---- */
-
-struct notes_ctx {
-	struct sites *out;
-	struct tp_elf_file *f;
-	const char *object;
-	uint64_t bias;
-	int n;
-};
-
-static int read_note(void *arg, const struct tp_elf_note *nt)
-{
-	struct notes_ctx *c = arg;
-	uint64_t q[6];
-	struct site *s;
-
-	if (nt->type != NOTE_TYPE_SITE || nt->owner_size != sizeof(NOTE_OWNER) ||
-	    memcmp(nt->owner, NOTE_OWNER, sizeof(NOTE_OWNER)) || nt->desc_size != sizeof(q))
-		return 0;
-	memcpy(q, nt->desc, sizeof(q));
-	if (!q[0])
-		return 0; /* a site in code the linker dropped */
-	if (!(s = sites_add(c->out)))
-		return -ENOMEM;
-	s->object = c->object;
-	s->addr = q[0] + c->bias;
-	s->target = q[1] + c->bias;
-	s->desc = q[2] + c->bias;
-	s->name = tp_elf_file_string(c->f, q[3]);
-	s->fmt = tp_elf_file_string(c->f, q[4]);
-	s->types = tp_elf_file_string(c->f, q[5]);
-	uint64_t file = tp_elf_file_pointer(c->f, q[2] + DESC_FILE);
-	uint32_t line = 0;
-	if (file)
-		s->file = tp_elf_file_string(c->f, file);
-	if (!tp_elf_file_read(c->f, q[2] + DESC_LINE, &line, sizeof(line)))
-		s->line = line;
-	c->n++;
-	return 0;
-}
-
-/* Add the sites of the notes of @path; addresses are link-time + @bias.  Returns the number
- * of sites, or -errno. */
-static int read_notes(struct sites *out, const char *path, uint64_t bias, bool *is_elf)
-{
-	struct notes_ctx c = {.out = out, .bias = bias};
-	struct tp_elf_file f;
-	char **objs;
-	int err;
-
-	*is_elf = false;
-	err = tp_elf_file_open_any(&f, path);
-	if (err)
-		return err;
-	*is_elf = true;
-	objs = realloc(out->objects, (out->nobjects + 1) * sizeof(*objs));
-	if (!objs || !(objs[out->nobjects] = strdup(path))) {
-		if (objs)
-			out->objects = objs;
-		err = -ENOMEM;
-		goto out;
-	}
-	out->objects = objs;
-	c.object = objs[out->nobjects++];
-	c.f = &f;
-	err = tp_elf_file_foreach_note(&f, ".note.tracepad", read_note, &c);
-out:
-	tp_elf_file_close(&f);
-	return err ? err : c.n;
-}
-
-/* ---- the live process ---- */
-
-static char *proc_string(pid_t pid, uint64_t addr)
-{
-	char buf[512];
-	ssize_t n = tp_proc_read(pid, addr, buf, sizeof(buf) - 1);
-
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	return strdup(buf);
-}
-
-struct process_ctx {
-	struct sites *out;
-	pid_t pid;
-	int err;
-};
-
-static int process_map(void *arg, const struct tp_maps_ent *e)
-{
-	struct process_ctx *c = arg;
-	struct sites *out = c->out;
-	const char *path = e->path;
-	uint64_t bias = 0;
-	bool seen = false, is_elf;
-	size_t first;
-
-	if (!tp_maps_exec(e) || path[0] != '/' || e->deleted)
-		return 0;
-	for (size_t i = 0; i < out->nobjects; i++)
-		seen |= !strcmp(out->objects[i], path);
-	if (seen || tp_elf_map_bias(path, e->start, e->offset, &bias))
-		return 0;
-	first = out->n;
-	if (read_notes(out, path, bias, &is_elf) < 0)
-		return 0;
-	for (size_t i = first; i < out->n; i++) {
-		struct site *s = &out->v[i];
-		uint64_t file = 0;
-		uint32_t ln = 0;
-		ssize_t r;
-
-		free(s->file);
-		s->file = NULL;
-		r = tp_proc_read(c->pid, s->desc + DESC_FILE, &file, sizeof(file));
-		if (r < 0) {
-			c->err = (int)r;
-			return 1;
-		}
-		if (r == sizeof(file) && file)
-			s->file = proc_string(c->pid, file);
-		if (tp_proc_read(c->pid, s->desc + DESC_LINE, &ln, sizeof(ln)) == sizeof(ln))
-			s->line = ln;
-	}
-	return 0;
-}
-
-/* The sites of every executable file mapping of @pid, at runtime addresses, their source
- * from the process memory.  Returns 0 or -errno (-ESRCH, -EPERM for /proc/PID/mem). */
-static int read_process(struct sites *out, pid_t pid)
-{
-	struct process_ctx c = {out, pid, 0};
-	int err = tp_maps_foreach(pid, process_map, &c);
-
-	if (err < 0)
-		return err == -ENOENT ? -ESRCH : err;
-	return c.err;
-}
-
 enum site_state { SITE_DISABLED, SITE_ENABLED, SITE_UNKNOWN, SITE_UNREADABLE };
 
 /* ---- output ---- */
 
-static void print_site(const struct site *s, const char *state, const char *point)
+static void print_site(const struct tp_markers_site *s, const char *state, const char *point)
 {
 	printf("%-24s 0x%-14" PRIx64, s->name ? s->name : "?", s->addr);
 	if (state)
@@ -228,9 +72,9 @@ static int do_list_files(char **files, int n)
 	int ret = 0;
 
 	for (int i = 0; i < n; i++) {
-		struct sites s = {0};
+		struct tp_markers_sites s = {0};
 		bool is_elf;
-		int err = read_notes(&s, files[i], 0, &is_elf);
+		int err = tp_markers_read_notes(&s, files[i], 0, &is_elf);
 
 		if (err < 0) {
 			tp_cli_error("markers", "%s: %s", files[i],
@@ -244,20 +88,20 @@ static int do_list_files(char **files, int n)
 			if (!s.n)
 				fprintf(stderr, "tracepad markers: %s: no tracepoints\n", files[i]);
 		}
-		sites_free(&s);
+		tp_markers_sites_free(&s);
 	}
 	return ret;
 }
 
 static int do_list_pid(pid_t pid)
 {
-	struct sites s = {0};
+	struct tp_markers_sites s = {0};
 	const char *last = NULL, *state, *point;
 	char unk[32];
-	int err = read_process(&s, pid);
+	int err = tp_markers_read_process(&s, pid);
 
 	if (err) {
-		sites_free(&s);
+		tp_markers_sites_free(&s);
 		return proc_error("read its memory", pid, err);
 	}
 	for (size_t i = 0; i < s.n; i++) {
@@ -268,17 +112,17 @@ static int do_list_pid(pid_t pid)
 	}
 	if (!s.n)
 		fprintf(stderr, "tracepad markers: -p %d: no tracepoints\n", (int)pid);
-	sites_free(&s);
+	tp_markers_sites_free(&s);
 	return 0;
 }
 
 static int do_set(pid_t pid, const char *glob, bool on)
 {
-	struct sites s = {0};
+	struct tp_markers_sites s = {0};
 	int err, changed = 0, refused = 0, matched, ret = 2;
 	char msg[512];
 
-	err = read_process(&s, pid);
+	err = tp_markers_read_process(&s, pid);
 	matched = err ? 0 : (int)tp_markers_count_matching(&s, glob);
 	if (err)
 		ret = proc_error("read its memory", pid, err);
@@ -293,23 +137,15 @@ static int do_set(pid_t pid, const char *glob, bool on)
 		       changed, changed == 1 ? "" : "s", matched, refused);
 		ret = refused ? 1 : 0;
 	}
-	sites_free(&s);
+	tp_markers_sites_free(&s);
 	return ret;
 }
 
 /* ---- record ---- */
 
-static int add_needed(void *arg, const char *lib)
-{
-	bool is_elf;
-
-	read_notes(arg, lib, 0, &is_elf);
-	return 0;
-}
-
 static int do_record(const char *glob, const char *dir, char **argv)
 {
-	struct sites s = {0};
+	struct tp_markers_sites s = {0};
 	char path[PATH_MAX], msg[PATH_MAX + 64] = "";
 	bool is_elf;
 	int err, ret = 2;
@@ -319,13 +155,13 @@ static int do_record(const char *glob, const char *dir, char **argv)
 		snprintf(path, sizeof(path), "%s", argv[0]);
 	/* The notes at rest only help name the classes (libtracepad declares them): a script
 	 * or a wrapper such as valgrind is run all the same. */
-	err = read_notes(&s, path, 0, &is_elf);
+	err = tp_markers_read_notes(&s, path, 0, &is_elf);
 	if (err == -ENOENT || err == -EACCES) {
 		tp_cli_error("markers", "record: %s: %s", path, strerror(-err));
 		goto out;
 	}
 	if (err >= 0)
-		tp_elf_foreach_needed(path, add_needed, &s);
+		tp_markers_read_needed(&s, path);
 	if (!s.n)
 		fprintf(stderr,
 			"tracepad markers: %s: no tracepoints (a library it loads may have "
@@ -335,24 +171,24 @@ static int do_record(const char *glob, const char *dir, char **argv)
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 out:
-	sites_free(&s);
+	tp_markers_sites_free(&s);
 	return ret;
 }
 
 static int do_record_pid(pid_t pid, const char *glob, const char *dir, double duration)
 {
-	struct sites s = {0};
+	struct tp_markers_sites s = {0};
 	char msg[PATH_MAX + 64] = "";
-	int err = read_process(&s, pid), ret;
+	int err = tp_markers_read_process(&s, pid), ret;
 
 	if (err)
 		ret = proc_error("read its memory", pid, err);
 	else
-		ret = tp_markers_record_pid(pid, &s, read_process, glob, dir, duration, msg,
-					    sizeof(msg));
+		ret = tp_markers_record_pid(pid, &s, tp_markers_read_process, glob, dir, duration,
+					    msg, sizeof(msg));
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
-	sites_free(&s);
+	tp_markers_sites_free(&s);
 	return ret;
 }
 

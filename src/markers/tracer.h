@@ -34,6 +34,16 @@ struct tp_markers_site *tp_markers_sites_add(struct tp_markers_sites *s);
 /* Reads the sites of every object mapped by a process, at runtime addresses. */
 typedef int (*tp_markers_read_fn)(struct tp_markers_sites *out, pid_t pid);
 
+/* Add the sites of the notes of the object @path; addresses are link-time + @bias; *@is_elf
+ * tells whether it is an ELF file at all.  Returns the number of sites, or -errno. */
+int tp_markers_read_notes(struct tp_markers_sites *out, const char *path, uint64_t bias,
+			  bool *is_elf);
+/* Add the sites of the libraries @path needs directly, found as the loader would. */
+void tp_markers_read_needed(struct tp_markers_sites *out, const char *path);
+/* The sites of every executable file mapping of @pid, at runtime addresses, their source
+ * from the process memory.  Returns 0 or -errno (-ESRCH, -EPERM for /proc/PID/mem). */
+int tp_markers_read_process(struct tp_markers_sites *out, pid_t pid);
+
 /* Does @name match one of the comma-separated fnmatch globs of @globs? */
 bool tp_markers_glob_match(const char *globs, const char *name);
 /* How many sites of @s have a name matching @glob. */
