@@ -8,8 +8,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from taplib import check, done  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import check, done, skip_all  # noqa: E402
 
 
 def installed(pkg):
@@ -18,8 +18,7 @@ def installed(pkg):
 
 
 if not installed("libc6-dbg"):
-    print("1..0 # SKIP libc6-dbg is not installed (apt-get install libc6-dbg)")
-    sys.exit(77)
+    skip_all("libc6-dbg is not installed (apt-get install libc6-dbg)")
 
 tp = os.environ["TRACEPAD"]
 with tempfile.TemporaryDirectory(prefix="tp-count-debug-") as tmp:
