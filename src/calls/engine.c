@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "calls/engine.h"
 #include "base/log.h"
 #include "base/procfs.h"
@@ -405,7 +406,7 @@ static void watch_loader(struct session *s, struct image *im, pid_t tid, struct 
 	/* Before ld.so has run, r_brk is still 0; it will be _dl_debug_state, which ld.so
 	 * exports, so the breakpoint goes there at once.  The watchpoint on r_brk is only for
 	 * a loader that does not export it: some virtual machines never fire debug registers. */
-	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) != 8 || !brk) {
+	if (tp_proc_read(im->pid, im->rdebug + TP_ARCH_R_DEBUG_BRK, &brk, 8) != 8 || !brk) {
 		brk = 0;
 		if (!tp_elf_lookup(o->path, "_dl_debug_state", &brk, NULL))
 			brk += o->bias;
@@ -413,7 +414,7 @@ static void watch_loader(struct session *s, struct image *im, pid_t tid, struct 
 	if (brk) {
 		im->rbrk = brk;
 		tp_calls_func_add(s, im, tid, o, brk, "_dl_debug_state", F_RBRK);
-	} else if (!tp_proc_watch_write(tid, im->rdebug + 16)) {
+	} else if (!tp_proc_watch_write(tid, im->rdebug + TP_ARCH_R_DEBUG_BRK)) {
 		im->watch_tid = tid;
 	}
 }
@@ -684,7 +685,8 @@ int tp_calls_watch_hit(struct session *s, struct image *im, pid_t tid)
 
 	tp_proc_watch_clear(tid);
 	im->watch_tid = 0;
-	if (tp_proc_read(im->pid, im->rdebug + 16, &brk, 8) != 8 || !brk || !im->ldso)
+	if (tp_proc_read(im->pid, im->rdebug + TP_ARCH_R_DEBUG_BRK, &brk, 8) != 8 || !brk ||
+	    !im->ldso)
 		return -EIO;
 	im->rbrk = brk;
 	return tp_calls_func_add(s, im, tid, im->ldso, brk, "_dl_debug_state", F_RBRK);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
+#include "arch/arch.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "calls/engine.h"
@@ -546,7 +547,9 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 			int32_t state = -1;
 
 			/* RT_CONSISTENT (0): the loader is done adding or removing objects. */
-			if (tp_proc_read(im->pid, im->rdebug + 24, &state, 4) == 4 && state == 0) {
+			if (tp_proc_read(im->pid, im->rdebug + TP_ARCH_R_DEBUG_STATE, &state, 4) ==
+				4 &&
+			    state == 0) {
 				/* Returns of functions of an object on its way out are printed
 				 * while its symbols are there. */
 				reap_image(s, im, t, regs.rsp);

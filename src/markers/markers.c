@@ -35,7 +35,7 @@ struct consumer {
 #define POINT_F_SEEN 0x80000000u
 static struct consumer *_Atomic consumer;
 
-static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+static const uint8_t nop5[5] = TP_ARCH_NOP5;
 
 /* The patch that takes site @s to state @on, into @p: returns 1, or 0 when the site is in
  * that state already, or -errno. */

@@ -28,7 +28,7 @@
 #define DESC_POINT 0
 #define POINT_FLAGS 8
 
-static const uint8_t nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+static const uint8_t nop5[5] = TP_ARCH_NOP5;
 
 static volatile sig_atomic_t record_stop;
 

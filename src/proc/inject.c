@@ -8,19 +8,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "base/log.h"
 #include "proc/inject.h"
 #include "proc/proc-priv.h"
-
-/* The "syscall" instruction written at the entry point. */
-static const uint8_t syscall_insn[2] = {0x0f, 0x05};
-
-/* Results of an interrupted syscall that the kernel restarts (ERESTARTSYS, ERESTARTNOINTR,
- * ERESTARTNOHAND, ERESTART_RESTARTBLOCK): kernel-internal, never seen by programs. */
-#define ERESTARTSYS 512
-#define ERESTARTNOINTR 513
-#define ERESTARTNOHAND 514
-#define ERESTART_RESTARTBLOCK 516
 
 /* Signals of a step held back at most this often before the step is given up. */
 #define STEP_SIGNALS_MAX 16
@@ -186,7 +177,7 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 			   int64_t *ret)
 {
 	struct user_regs_struct saved, regs, inj;
-	uint8_t orig[2];
+	uint8_t orig[TP_ARCH_SYSCALL_LEN], syscall_insn[TP_ARCH_SYSCALL_LEN];
 	uint64_t at;
 	int r, r2, held = 0;
 
@@ -198,7 +189,9 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		return r;
 	if (tp_proc_read(pid, at, orig, sizeof(orig)) != sizeof(orig))
 		return -EIO;
-	r = tp_proc_write(pid, at, syscall_insn, sizeof(syscall_insn));
+	r = tp_arch_emit_syscall(syscall_insn);
+	if (!r)
+		r = tp_proc_write(pid, at, syscall_insn, sizeof(syscall_insn));
 	if (r)
 		return r;
 	regs = saved;
@@ -224,7 +217,7 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 			r = tp_proc_get_regs(tid, &regs);
 		if (r)
 			break;
-		if (regs.rip == at + sizeof(syscall_insn) && (long)regs.orig_rax == nr)
+		if (regs.rip == at + TP_ARCH_SYSCALL_LEN && (long)regs.orig_rax == nr)
 			seen++;
 		else /* that syscall's exit wrote its result over our registers */
 			r = ++other > OTHER_SYSCALLS_MAX ? -EIO : tp_proc_set_regs(tid, &inj);
@@ -236,15 +229,7 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		/* Stopped inside an interrupted syscall (attached), the task was to restart it
 		 * on its way out; from the syscall-exit stop it resumes at now, the kernel no
 		 * longer would: restart it here, as the kernel does when no handler runs. */
-		long rv = (long)saved.rax;
-
-		if ((long)saved.orig_rax >= 0 &&
-		    (rv == -ERESTARTSYS || rv == -ERESTARTNOINTR || rv == -ERESTARTNOHAND ||
-		     rv == -ERESTART_RESTARTBLOCK)) {
-			saved.rax =
-			    rv == -ERESTART_RESTARTBLOCK ? SYS_restart_syscall : saved.orig_rax;
-			saved.rip -= sizeof(syscall_insn);
-		}
+		tp_arch_regs_restart_syscall(&saved);
 		int r3 = tp_proc_set_regs(tid, &saved);
 
 		if (!r2)

@@ -75,6 +75,13 @@ static void test_simple(void)
 		golden("simple", &w, want, sizeof(want));
 	}
 	is_int(buf[0], TP_ARCH_INT3, "TP_ARCH_INT3 is what int3 encodes to");
+	fresh(&w, PC);
+	tp_arch_put_nop(&w, 5);
+	{
+		static const uint8_t want[] = TP_ARCH_NOP5; /* the tracepoint site's nop */
+
+		golden("TP_ARCH_NOP5 is the 5-byte nop", &w, want, sizeof(want));
+	}
 }
 
 static void test_push(void)

@@ -12,6 +12,12 @@
 #define TP_ARCH_INT3_LEN 1
 /* syscall (0f 05): its length is what the kernel subtracts from rip to restart one. */
 #define TP_ARCH_SYSCALL_LEN 2
+/* The 5-byte nop (nopl 0x0(%rax,%rax,1)) that tp_arch_put_nop(w, 5) writes and that
+ * <tracepad/tracepoint.h> compiles at a site: an initializer. */
+#define TP_ARCH_NOP5                                                                               \
+	{                                                                                          \
+		0x0f, 0x1f, 0x44, 0x00, 0x00                                                       \
+	}
 /* jmp rel32 / call rel32: the patchable 5-byte forms. */
 #define TP_ARCH_JMP32_LEN 5
 #define TP_ARCH_CALL32_LEN 5
