@@ -41,6 +41,7 @@ struct tp_count_opts {
 struct tp_count_addrs {
 	uint64_t *pc, *count;
 	size_t cap, n;
+	uint64_t dropped; /* instructions of pcs that found no room (out of memory) */
 };
 
 struct tp_count_thread {

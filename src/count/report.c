@@ -99,12 +99,19 @@ void tp_count_addrs_add(struct tp_count_addrs *h, uint64_t pc, uint64_t n)
 		return;
 	if ((h->n + 1) * 2 > h->cap)
 		addr_hist_grow(h);
-	if (!h->cap)
+	if (!h->cap) {
+		h->dropped += n;
 		return;
+	}
 	j = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (h->cap - 1);
 	while (h->pc[j] && h->pc[j] != pc)
 		j = (j + 1) & (h->cap - 1);
 	if (!h->pc[j]) {
+		/* a table that could not grow keeps one slot free, so that probes end */
+		if (h->n + 1 >= h->cap) {
+			h->dropped += n;
+			return;
+		}
 		h->pc[j] = pc;
 		h->n++;
 	}
@@ -348,11 +355,11 @@ static void report_text(struct tp_count_ctx *c, FILE *f, struct hist *h, const c
 			"  note          %llu instructions of threads beyond the agent's slots "
 			"(total only)\n",
 			(unsigned long long)r->overflow);
-	if (r->addr_dropped)
+	if (r->addr_dropped + r->addrs.dropped)
 		fprintf(f,
 			"  note          %llu instructions missing from the address histogram "
 			"(table full)\n",
-			(unsigned long long)r->addr_dropped);
+			(unsigned long long)(r->addr_dropped + r->addrs.dropped));
 	if (r->warning[0])
 		fprintf(f, "  warning       %s\n", r->warning);
 	if (c->o->by == TP_COUNT_BY_NONE)
