@@ -196,15 +196,8 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		return r;
 	regs = saved;
 	regs.rip = at;
-	regs.rax = nr;
-	regs.rdi = args[0];
-	regs.rsi = args[1];
-	regs.rdx = args[2];
-	regs.r10 = args[3];
-	regs.r8 = args[4];
-	regs.r9 = args[5];
 	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
-	regs.orig_rax = -1;
+	tp_arch_regs_set_syscall(&regs, nr, args);
 	inj = regs;
 	/* Syscall stops, not a single-step: a step's trap, like an int3's, resets an ignored
 	 * or blocked SIGTRAP to SIG_DFL.  A task stopped inside a syscall (the exec stop of a
@@ -254,21 +247,13 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	if (r)
 		return r;
 	/* Below the red zone, aligned as at a call: [rsp] = return address, rsp + 8 % 16 = 0. */
-	sp = ((saved.rsp - CALL_STACK_GAP) & ~15ULL) - 8;
+	sp = tp_arch_call_sp(saved.rsp, CALL_STACK_GAP - TP_ARCH_RED_ZONE);
 	r = tp_proc_write(pid, sp, &ret_to, sizeof(ret_to));
 	if (r)
 		return r;
 	regs = saved;
-	regs.rsp = sp;
-	regs.rip = fn;
-	regs.rdi = args[0];
-	regs.rsi = args[1];
-	regs.rdx = args[2];
-	regs.rcx = args[3];
-	regs.r8 = args[4];
-	regs.r9 = args[5];
-	regs.rax = 0;
-	regs.orig_rax = -1; /* no syscall restart on the way out of this stop */
+	/* orig_rax = -1: no syscall restart on the way out of this stop */
+	tp_arch_regs_set_call(&regs, fn, sp, args);
 	r = tp_proc_set_regs(tid, &regs);
 	if (!r)
 		r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
