@@ -124,3 +124,24 @@ void tp_hash_release(struct tp_hash *h)
 	free(h->state);
 	memset(h, 0, sizeof(*h));
 }
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t x = 0xcbf29ce484222325ULL; /* FNV-1a, then the mixer for the low bits */
+
+	for (; *s; s++)
+		x = (x ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return tp_hash_mix(x);
+}
+
+uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same, void *arg,
+			  uint64_t *key)
+{
+	uint64_t k = str_hash(s), *v;
+
+	for (; (v = tp_hash_get(h, k)); k = tp_hash_mix(k + 1))
+		if (same(arg, *v, s))
+			return v;
+	*key = k;
+	return NULL;
+}

@@ -45,4 +45,14 @@ int tp_hash_foreach(const struct tp_hash *h, int (*fn)(void *arg, uint64_t key, 
 		    void *arg);
 void tp_hash_release(struct tp_hash *h);
 
+/* ---- string keys ----
+ * The table maps a 64-bit hash of a string to the caller's index of that string; two
+ * strings whose hashes collide take the next key of a rehash chain, so lookups are exact.
+ * @same(arg, val, s) says whether the caller's entry @val holds @s. */
+typedef bool (*tp_hash_same_fn)(void *arg, uint64_t val, const char *s);
+
+/* The value of @s, or NULL with *@key set to the key to tp_hash_put() it under. */
+uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same, void *arg,
+			  uint64_t *key);
+
 #endif

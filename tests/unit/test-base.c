@@ -173,6 +173,34 @@ static void test_hash(void)
 	ok(!h.cap && !h.n, "hash: release");
 }
 
+static const char *const hash_names[] = {"zzz", "alpha", "beta"};
+
+static bool hash_same(void *arg, uint64_t val, const char *s)
+{
+	(void)arg;
+	return !strcmp(hash_names[val], s);
+}
+
+static void test_hash_str(void)
+{
+	struct tp_hash h = {0};
+	uint64_t kb, kb2, ka, *v;
+
+	ok(!tp_hash_get_str(&h, "beta", hash_same, NULL, &kb), "hash str: empty table");
+	/* another string whose hash collides with "beta"'s: "zzz" put under beta's key */
+	tp_hash_put(&h, kb, 0);
+	ok(!tp_hash_get_str(&h, "beta", hash_same, NULL, &kb2) && kb2 != kb,
+	   "hash str: a colliding entry is skipped, and the next key of the chain given");
+	tp_hash_put(&h, kb2, 2);
+	v = tp_hash_get_str(&h, "beta", hash_same, NULL, &kb);
+	ok(v && *v == 2, "hash str: found past the collision");
+	ok(!tp_hash_get_str(&h, "alpha", hash_same, NULL, &ka), "hash str: absent string");
+	tp_hash_put(&h, ka, 1);
+	v = tp_hash_get_str(&h, "alpha", hash_same, NULL, &ka);
+	ok(v && *v == 1, "hash str: found");
+	tp_hash_release(&h);
+}
+
 int main(void)
 {
 	test_maps_line();
@@ -180,5 +208,6 @@ int main(void)
 	test_paths();
 	test_vec();
 	test_hash();
+	test_hash_str();
 	return tap_done();
 }
