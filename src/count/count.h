@@ -13,6 +13,7 @@
 
 #include "agent/agent-abi.h"
 #include "arch/arch.h"
+#include "base/hash.h"
 #include "trace/trace.h"
 
 enum tp_count_engine { TP_COUNT_ENGINE_DEFAULT, TP_COUNT_ENGINE_PTRACE, TP_COUNT_ENGINE_TRAPFLAG };
@@ -37,10 +38,9 @@ struct tp_count_opts {
 	const char *agent; /* path of libtracepad-agent.so */
 };
 
-/* pc -> count, open addressing; grows. */
+/* pc -> count (pc 0 is never recorded). */
 struct tp_count_addrs {
-	uint64_t *pc, *count;
-	size_t cap, n;
+	struct tp_hash pcs;
 	uint64_t dropped; /* instructions of pcs that found no room (out of memory) */
 };
 
@@ -81,7 +81,6 @@ struct tp_count_ctx {
 	bool main_dynamic;    /* --start main on a program without a main symbol */
 	uint64_t start_vaddr; /* link-time, in the main executable */
 	uint64_t stop_vaddr;
-	uint64_t entry_vaddr; /* e_entry, to compute the load bias from AT_ENTRY */
 	struct tp_agent_ctl *ctl;
 	int ctl_fd;
 	size_t ctl_size;

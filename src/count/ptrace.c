@@ -346,18 +346,6 @@ static void region_begin(struct engine *e, struct pthread *t, struct user_regs_s
 	t->last_pc = NO_PC;
 }
 
-/* Load bias of the main executable, from where the kernel says its entry point is. */
-static int main_bias(struct engine *e, uint64_t *bias)
-{
-	uint64_t entry;
-	int err = tp_proc_auxv(e->pid, AT_ENTRY, &entry);
-
-	if (err)
-		return err;
-	*bias = entry - e->c->entry_vaddr;
-	return 0;
-}
-
 /* Breakpoints of a region run; called once the program's objects are loaded (at the agent's
  * sync, or at the exec stop of a static program). */
 static int setup_regions(struct engine *e)
@@ -368,7 +356,7 @@ static int setup_regions(struct engine *e)
 
 	if (e->stepping_all)
 		return 0;
-	err = main_bias(e, &bias);
+	err = tp_elf_exe_bias(e->pid, &bias);
 	if (err)
 		return err;
 	if (c->stop_vaddr)
@@ -398,12 +386,32 @@ static int setup_regions(struct engine *e)
 	return 0;
 }
 
+struct agent_walk {
+	struct engine *e;
+	uint64_t removed;
+};
+
+static int uncount_agent(void *arg, uint64_t pc, uint64_t *n)
+{
+	struct agent_walk *w = arg;
+	struct dc d;
+
+	if (!*n || !in_agent(w->e, pc))
+		return 0;
+	w->removed += *n;
+	if (!decode(w->e, pc, &d) && d.mnem < TP_AGENT_MNEMONICS)
+		w->e->c->r->mnemonic[d.mnem] -= *n;
+	*n = 0;
+	return 0;
+}
+
 /* The agent's int3 in its constructor: objects are loaded, the agent's code is known. */
 static int on_sync(struct engine *e, struct pthread *t)
 {
 	const struct tp_map *m;
 	struct tp_count_result *r = e->c->r;
-	uint64_t before = 0;
+	struct agent_walk w = {e, 0};
+	uint64_t before;
 
 	e->synced = true;
 	tp_symtab_load_pid(e->c->syms, e->pid);
@@ -413,17 +421,8 @@ static int on_sync(struct engine *e, struct pthread *t)
 		e->agent_hi = m->end;
 	}
 	/* the agent's constructor ran stepped before its range was known: take it back out */
-	for (size_t i = 0; i < r->addrs.cap; i++) {
-		uint64_t pc = r->addrs.pc[i], n = r->addrs.count[i];
-		struct dc d;
-
-		if (!pc || !in_agent(e, pc) || !n)
-			continue;
-		before += n;
-		if (!decode(e, pc, &d) && d.mnem < TP_AGENT_MNEMONICS)
-			r->mnemonic[d.mnem] -= n;
-		r->addrs.count[i] = 0;
-	}
+	tp_hash_foreach(&r->addrs.pcs, uncount_agent, &w);
+	before = w.removed;
 	t->count -= before;
 	r->total -= before;
 	if (e->until_sync)

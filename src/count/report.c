@@ -63,59 +63,17 @@ void tp_count_add_thread(struct tp_count_result *r, pid_t tid, uint64_t n)
 	r->nthreads++;
 }
 
-static void addr_hist_grow(struct tp_count_addrs *h)
-{
-	size_t ncap = h->cap ? h->cap * 2 : 4096;
-	uint64_t *pc = calloc(ncap, sizeof(*pc)), *cnt = calloc(ncap, sizeof(*cnt));
-
-	if (!pc || !cnt) {
-		free(pc);
-		free(cnt);
-		return;
-	}
-	for (size_t i = 0; i < h->cap; i++) {
-		size_t j;
-
-		if (!h->pc[i])
-			continue;
-		j = (size_t)((h->pc[i] * 0x9e3779b97f4a7c15ull) >> 20) & (ncap - 1);
-		while (pc[j])
-			j = (j + 1) & (ncap - 1);
-		pc[j] = h->pc[i];
-		cnt[j] = h->count[i];
-	}
-	free(h->pc);
-	free(h->count);
-	h->pc = pc;
-	h->count = cnt;
-	h->cap = ncap;
-}
-
 void tp_count_addrs_add(struct tp_count_addrs *h, uint64_t pc, uint64_t n)
 {
-	size_t j;
+	uint64_t *v;
 
 	if (!pc)
 		return;
-	if ((h->n + 1) * 2 > h->cap)
-		addr_hist_grow(h);
-	if (!h->cap) {
+	v = tp_hash_get(&h->pcs, pc);
+	if (v)
+		*v += n;
+	else if (tp_hash_put(&h->pcs, pc, n))
 		h->dropped += n;
-		return;
-	}
-	j = (size_t)((pc * 0x9e3779b97f4a7c15ull) >> 20) & (h->cap - 1);
-	while (h->pc[j] && h->pc[j] != pc)
-		j = (j + 1) & (h->cap - 1);
-	if (!h->pc[j]) {
-		/* a table that could not grow keeps one slot free, so that probes end */
-		if (h->n + 1 >= h->cap) {
-			h->dropped += n;
-			return;
-		}
-		h->pc[j] = pc;
-		h->n++;
-	}
-	h->count[j] += n;
 }
 
 /* ---- the histogram: key -> count, built from mnemonics or resolved addresses ---- */
@@ -128,15 +86,22 @@ struct hentry {
 struct hist {
 	struct hentry *e;
 	size_t n, cap;
+	struct tp_hash index; /* key string -> its entry */
 };
 
+static bool hentry_same(void *arg, uint64_t i, const char *key)
+{
+	return !strcmp(((struct hist *)arg)->e[i].key, key);
+}
+
+/* Out of memory, a key is left out of the histogram (the total stays exact). */
 static void hist_add(struct hist *h, const char *key, uint64_t n)
 {
-	for (size_t i = 0; i < h->n; i++) {
-		if (!strcmp(h->e[i].key, key)) {
-			h->e[i].count += n;
-			return;
-		}
+	uint64_t hk, *i = tp_hash_get_str(&h->index, key, hentry_same, h, &hk);
+
+	if (i) {
+		h->e[*i].count += n;
+		return;
 	}
 	if (h->n == h->cap) {
 		size_t ncap = h->cap ? h->cap * 2 : 256;
@@ -149,8 +114,13 @@ static void hist_add(struct hist *h, const char *key, uint64_t n)
 	}
 	h->e[h->n].key = strdup(key);
 	h->e[h->n].count = n;
-	if (h->e[h->n].key)
-		h->n++;
+	if (!h->e[h->n].key)
+		return;
+	if (tp_hash_put(&h->index, hk, h->n)) {
+		free(h->e[h->n].key);
+		return;
+	}
+	h->n++;
 }
 
 static int hentry_cmp(const void *a, const void *b)
@@ -203,23 +173,37 @@ static void addr_key(struct tp_count_ctx *c, uint64_t pc, enum tp_count_by by, c
 	}
 }
 
+struct addr_walk {
+	struct tp_count_ctx *c;
+	struct hist *h;
+};
+
+static int add_addr(void *arg, uint64_t pc, uint64_t *n)
+{
+	struct addr_walk *w = arg;
+	char key[512];
+
+	if (*n) {
+		addr_key(w->c, pc, w->c->o->by, key, sizeof(key));
+		hist_add(w->h, key, *n);
+	}
+	return 0;
+}
+
 static void build_hist(struct tp_count_ctx *c, struct hist *h)
 {
 	struct tp_count_result *r = c->r;
-	char key[512];
 
 	if (c->o->by == TP_COUNT_BY_MNEMONIC) {
 		for (unsigned m = 0; m < TP_AGENT_MNEMONICS; m++)
 			if (r->mnemonic[m])
 				hist_add(h, tp_arch_mnemonic_name(m), r->mnemonic[m]);
 	} else {
-		for (size_t i = 0; i < r->addrs.cap; i++) {
-			if (!r->addrs.pc[i] || !r->addrs.count[i])
-				continue;
-			addr_key(c, r->addrs.pc[i], c->o->by, key, sizeof(key));
-			hist_add(h, key, r->addrs.count[i]);
-		}
+		struct addr_walk w = {c, h};
+
+		tp_hash_foreach(&r->addrs.pcs, add_addr, &w);
 	}
+	tp_hash_release(&h->index);
 	qsort(h->e, h->n, sizeof(*h->e), hentry_cmp);
 }
 

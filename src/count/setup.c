@@ -122,8 +122,7 @@ int tp_count_init(struct tp_count_ctx *c, struct tp_count_opts *o, struct tp_cou
 
 void tp_count_fini(struct tp_count_ctx *c)
 {
-	free(c->r->addrs.pc);
-	free(c->r->addrs.count);
+	tp_hash_release(&c->r->addrs.pcs);
 	free(c->r->threads);
 	tp_symtab_free(c->syms);
 	tp_trace_consumer_free(c->cons);
@@ -172,7 +171,6 @@ int tp_count_probe(struct tp_count_ctx *c, char *path)
 		return err;
 	}
 	c->is_static = info.is_static;
-	c->entry_vaddr = info.entry;
 	if (o->start && (err = resolve_symbol(c, "--start", o->start, &c->start_vaddr)))
 		return err;
 	if (o->stop && (err = resolve_symbol(c, "--stop", o->stop, &c->stop_vaddr)))

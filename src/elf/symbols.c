@@ -781,3 +781,33 @@ int tp_symtab_find_symbol(struct tp_symtab *st, const char *name, uint64_t *addr
 	}
 	return -ENOENT;
 }
+
+struct exe_walk {
+	const char *exe;
+	uint64_t *bias;
+};
+
+static int exe_mapping(void *arg, const struct tp_maps_ent *e)
+{
+	struct exe_walk *w = arg;
+
+	if (!e->path_len || strcmp(e->path, w->exe))
+		return 0;
+	return tp_elf_map_bias(e->path, e->start, e->offset, w->bias) ? -ENOENT : 1;
+}
+
+int tp_elf_exe_bias(pid_t pid, uint64_t *bias)
+{
+	char link[64], exe[PATH_MAX];
+	struct exe_walk w = {exe, bias};
+	ssize_t n;
+	int err;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	err = tp_maps_foreach(pid, exe_mapping, &w);
+	return err == 1 ? 0 : err ? err : -ENOENT;
+}

@@ -30,10 +30,14 @@ int tp_elf_lookup(const char *path, const char *name, uint64_t *vaddr, uint64_t 
  * __libc_start_main).  Returns 0 or -ENOENT. */
 int tp_elf_find_main(const char *path, uint64_t *vaddr);
 
+/* Load bias of the main executable of live process @pid: its first mapping in
+ * /proc/PID/maps under the elf/file.h rule.  Returns 0, -ENOENT or -errno. */
+int tp_elf_exe_bias(pid_t pid, uint64_t *bias);
+
 /* An executable mapping of a live process. */
 struct tp_map {
 	uint64_t start, end, offset;
-	uint64_t bias; /* runtime address - link-time address for this object */
+	uint64_t bias;	  /* runtime address - link-time address for this object */
 	const char *path; /* owned by the symtab; "[vdso]" etc. for special maps */
 };
 

@@ -24,13 +24,51 @@
 #define NPCS 40000
 #define PC_OF(i) (0x400000ull + (uint64_t)(i)*16)
 
+static uint64_t want[NPCS];
+
+struct addrs_check {
+	unsigned char seen[NPCS];
+	uint64_t sum;
+	size_t n, bad, dup;
+};
+
+static int check_pc(void *arg, uint64_t pc, uint64_t *count)
+{
+	struct addrs_check *k = arg;
+	size_t i;
+
+	k->n++;
+	k->sum += *count;
+	if (pc == 0xffffffffff600000ull) {
+		is_int(*count, 11, "the vsyscall pc has the sum of its two adds");
+		return 0;
+	}
+	if (pc == 0x7fff00400000ull) {
+		ok(*count == 1ull << 40, "a count of 2^40 is kept whole");
+		return 0;
+	}
+	if (pc < PC_OF(0) || (pc - PC_OF(0)) % 16 || (pc - PC_OF(0)) / 16 >= NPCS) {
+		k->bad++;
+		return 0;
+	}
+	i = (size_t)((pc - PC_OF(0)) / 16);
+	if (k->seen[i]++)
+		k->dup++;
+	if (*count != want[i]) {
+		if (k->bad < 5)
+			printf("# pc %#llx: got %llu, want %llu\n", (unsigned long long)pc,
+			       (unsigned long long)*count, (unsigned long long)want[i]);
+		k->bad++;
+	}
+	return 0;
+}
+
 static void test_addrs(void)
 {
-	static uint64_t want[NPCS];
-	static unsigned char seen[NPCS];
+	static struct addrs_check k;
 	struct tp_count_addrs h = {0};
-	uint64_t added = 0, sum = 0;
-	size_t grows = 0, last_cap = 0, n = 0, bad = 0, dup = 0, stray = 0, missing = 0;
+	uint64_t added = 0;
+	size_t grows = 0, last_cap = 0, missing = 0;
 
 	/* Several rounds: each inserts pcs not seen yet and adds again to earlier ones, so
 	 * repeated pcs straddle every growth of the table. */
@@ -38,14 +76,14 @@ static void test_addrs(void)
 		int hi = NPCS / 4 * (round + 1);
 
 		for (int i = 0; i < hi; i++) {
-			uint64_t k = (uint64_t)(i % 7) + 1 + (uint64_t)round;
+			uint64_t n = (uint64_t)(i % 7) + 1 + (uint64_t)round;
 
-			tp_count_addrs_add(&h, PC_OF(i), k);
-			want[i] += k;
-			added += k;
-			if (h.cap != last_cap) {
+			tp_count_addrs_add(&h, PC_OF(i), n);
+			want[i] += n;
+			added += n;
+			if (h.pcs.cap != last_cap) {
 				grows++;
-				last_cap = h.cap;
+				last_cap = h.pcs.cap;
 			}
 		}
 	}
@@ -57,57 +95,22 @@ static void test_addrs(void)
 	/* pc 0 is never recorded */
 	tp_count_addrs_add(&h, 0, 1000);
 
-	ok(grows >= 5, "the table grew %zu times (to %zu slots) for %d pcs", grows, h.cap,
+	ok(grows >= 5, "the table grew %zu times (to %zu slots) for %d pcs", grows, h.pcs.cap,
 	   NPCS + 2);
-	ok(h.cap && !(h.cap & (h.cap - 1)), "its capacity is a power of two");
-	ok(h.n * 2 <= h.cap, "it is at most half full (%zu of %zu)", h.n, h.cap);
-	is_int(h.n, NPCS + 2, "n counts the distinct pcs");
-
-	for (size_t i = 0; i < h.cap; i++) {
-		uint64_t pc = h.pc[i];
-
-		if (!pc) {
-			if (h.count[i])
-				stray++;
-			continue;
-		}
-		n++;
-		sum += h.count[i];
-		if (pc == 0xffffffffff600000ull) {
-			is_int(h.count[i], 11, "the vsyscall pc has the sum of its two adds");
-			continue;
-		}
-		if (pc == 0x7fff00400000ull) {
-			ok(h.count[i] == 1ull << 40, "a count of 2^40 is kept whole");
-			continue;
-		}
-		if (pc < PC_OF(0) || (pc - PC_OF(0)) % 16 || (pc - PC_OF(0)) / 16 >= NPCS) {
-			bad++;
-			continue;
-		}
-		size_t k = (size_t)((pc - PC_OF(0)) / 16);
-
-		if (seen[k]++)
-			dup++;
-		if (h.count[i] != want[k]) {
-			if (bad < 5)
-				printf("# pc %#llx: got %llu, want %llu\n", (unsigned long long)pc,
-				       (unsigned long long)h.count[i], (unsigned long long)want[k]);
-			bad++;
-		}
-	}
-	for (size_t k = 0; k < NPCS; k++)
-		missing += !seen[k];
-	is_int(n, NPCS + 2, "iterating the table finds every pc once");
-	is_int(bad, 0, "every pc has exactly the count added to it");
-	is_int(dup, 0, "no pc is in two slots");
+	is_int(h.pcs.n, NPCS + 2, "the table holds the distinct pcs");
+	ok(!tp_hash_get(&h.pcs, 0), "pc 0 is not recorded");
+	is_int(h.dropped, 0, "nothing dropped");
+	tp_hash_foreach(&h.pcs, check_pc, &k);
+	for (size_t i = 0; i < NPCS; i++)
+		missing += !k.seen[i];
+	is_int(k.n, NPCS + 2, "iterating the table finds every pc once");
+	is_int(k.bad, 0, "every pc has exactly the count added to it");
+	is_int(k.dup, 0, "no pc is in two slots");
 	is_int(missing, 0, "no pc was lost while the table grew");
-	is_int(stray, 0, "empty slots have no count");
-	ok(sum == added, "the counts sum to the total added (%llu)", (unsigned long long)added);
+	ok(k.sum == added, "the counts sum to the total added (%llu)", (unsigned long long)added);
 	ok(want[0] == 4 * 1 + (0 + 1 + 2 + 3) && want[NPCS - 1] == 1 * ((NPCS - 1) % 7 + 1) + 3,
 	   "the test's own bookkeeping: pc 0 in 4 rounds, the last pc in the last only");
-	free(h.pc);
-	free(h.count);
+	tp_hash_release(&h.pcs);
 }
 
 /* ---- tp_count_add_thread ---- */
@@ -495,9 +498,7 @@ static void test_report_address(void)
 	}
 	/* an entry zeroed by the engine (as the ptrace engine does on sync) is not shown */
 	tp_count_addrs_add(&r.addrs, 0x500000, 9);
-	for (size_t i = 0; i < r.addrs.cap; i++)
-		if (r.addrs.pc[i] == 0x500000)
-			r.addrs.count[i] = 0;
+	*tp_hash_get(&r.addrs.pcs, 0x500000) = 0;
 	for (int i = 0; i < NADDR; i++) {
 		int k = NADDR - 1 - i;
 
@@ -556,8 +557,7 @@ static void test_report_address(void)
 		free(out);
 	}
 	free(r.threads);
-	free(r.addrs.pc);
-	free(r.addrs.count);
+	tp_hash_release(&r.addrs.pcs);
 	tp_symtab_free(syms);
 }
 
