@@ -122,81 +122,65 @@ static enum fkind internal_kind(const char *name)
 
 /* ---- functions of an image ---- */
 
-static unsigned fhash(uint64_t addr, unsigned cap)
-{
-	return (unsigned)((addr * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
-}
-
 struct func *tp_calls_func_find(struct image *im, uint64_t addr)
 {
-	if (!im->fcap)
-		return NULL;
-	for (unsigned i = fhash(addr, im->fcap);; i = (i + 1) & (im->fcap - 1)) {
-		if (!im->ftab[i])
-			return NULL;
-		if (im->ftab[i]->addr == addr)
-			return im->ftab[i];
-	}
-}
+	uint64_t *v = tp_hash_get(&im->funcs, addr);
 
-/* Functions of a new image's table at first (a power of two). */
-#define FTAB_MIN 256
+	return v ? (struct func *)(uintptr_t)*v : NULL;
+}
 
 static int func_put(struct image *im, struct func *f)
 {
-	unsigned i;
+	return tp_hash_put(&im->funcs, f->addr, (uintptr_t)f);
+}
 
-	if (2 * (im->fn + 1) > im->fcap) {
-		unsigned ncap = im->fcap ? 2 * im->fcap : FTAB_MIN;
-		struct func **n = calloc(ncap, sizeof(*n));
+static void func_free(struct func *f)
+{
+	free(f->name);
+	free(f);
+}
 
-		if (!n)
-			return -ENOMEM;
-		for (unsigned k = 0; k < im->fcap; k++) {
-			if (!im->ftab[k])
-				continue;
-			for (i = fhash(im->ftab[k]->addr, ncap); n[i]; i = (i + 1) & (ncap - 1))
-				;
-			n[i] = im->ftab[k];
-		}
-		free(im->ftab);
-		im->ftab = n;
-		im->fcap = ncap;
-	}
-	for (i = fhash(f->addr, im->fcap); im->ftab[i]; i = (i + 1) & (im->fcap - 1))
-		;
-	im->ftab[i] = f;
-	im->fn++;
+struct funcs_walk {
+	struct object *obj;
+	struct tp_hash *to;
+	int err;
+};
+
+static int keep_func(void *arg, uint64_t addr, uint64_t *v)
+{
+	struct funcs_walk *w = arg;
+	struct func *f = (struct func *)(uintptr_t)*v;
+
+	if (f->obj != w->obj && tp_hash_put(w->to, addr, *v))
+		w->err = -ENOMEM;
+	return w->err;
+}
+
+static int free_func_of(void *arg, uint64_t addr, uint64_t *v)
+{
+	struct func *f = (struct func *)(uintptr_t)*v;
+
+	(void)addr;
+	if (!arg || f->obj == arg)
+		func_free(f);
 	return 0;
 }
 
-/* Drop the functions of an unmapped object (the table is rebuilt without them, at the same
- * size: nothing is allocated once the new table is).  Returns 0 or -ENOMEM (nothing
- * dropped). */
+/* Drop the functions of an unmapped object (the table is rebuilt without them).  Returns 0
+ * or -ENOMEM (nothing dropped). */
 static int funcs_drop_object(struct image *im, struct object *o)
 {
-	struct func **old = im->ftab;
-	unsigned cap = im->fcap;
+	struct tp_hash kept = {0};
+	struct funcs_walk w = {o, &kept, 0};
 
-	if (!cap)
-		return 0;
-	im->ftab = calloc(cap, sizeof(*im->ftab));
-	if (!im->ftab) {
-		im->ftab = old;
-		return -ENOMEM;
+	tp_hash_foreach(&im->funcs, keep_func, &w);
+	if (w.err) {
+		tp_hash_release(&kept);
+		return w.err;
 	}
-	im->fn = 0;
-	for (unsigned k = 0; k < cap; k++) {
-		if (!old[k])
-			continue;
-		if (old[k]->obj == o) {
-			free(old[k]->name);
-			free(old[k]);
-		} else {
-			func_put(im, old[k]); /* room for all: cannot fail */
-		}
-	}
-	free(old);
+	tp_hash_foreach(&im->funcs, free_func_of, o);
+	tp_hash_release(&im->funcs);
+	im->funcs = kept;
 	return 0;
 }
 
@@ -560,8 +544,37 @@ err_nomem:
 }
 
 /* A fork child: the same objects, functions and breakpoints, in its copy of the memory. */
+struct clone_walk {
+	struct image *parent, *im;
+};
+
+/* A copy of a parent's function for the child, pointing at the child's copy of its object. */
+static int clone_func(void *arg, uint64_t addr, uint64_t *v)
+{
+	struct clone_walk *w = arg;
+	struct func *f = (struct func *)(uintptr_t)*v, *c = malloc(sizeof(*c));
+	int oi = 0;
+
+	(void)addr;
+	if (c) {
+		*c = *f;
+		c->name = strdup(f->name);
+	}
+	if (!c || !c->name || func_put(w->im, c)) {
+		if (c)
+			free(c->name);
+		free(c);
+		return -ENOMEM;
+	}
+	while (w->parent->objs[oi] != f->obj)
+		oi++;
+	c->obj = w->im->objs[oi];
+	return 0;
+}
+
 struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t pid)
 {
+	struct clone_walk w;
 	struct image *im;
 
 	if (grow(&s->imgs, (s->nimgs + 1) * sizeof(*s->imgs)))
@@ -577,9 +590,7 @@ struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t
 	im->nobjs = 0;
 	im->imports = NULL;
 	im->nimports = 0;
-	im->ftab = NULL;
-	im->fcap = 0;
-	im->fn = 0;
+	im->funcs = (struct tp_hash){0};
 	im->libc = im->ldso = NULL;
 	im->bps = tp_bps_clone(parent->bps, pid);
 	if (!im->bps)
@@ -613,27 +624,10 @@ struct image *tp_calls_image_fork(struct session *s, struct image *parent, pid_t
 			goto err_nomem;
 		im->nimports++;
 	}
-	for (unsigned k = 0; k < parent->fcap; k++) {
-		struct func *f = parent->ftab[k], *c;
-		int oi = 0;
-
-		if (!f)
-			continue;
-		c = malloc(sizeof(*c));
-		if (c) {
-			*c = *f;
-			c->name = strdup(f->name);
-		}
-		if (!c || !c->name || func_put(im, c)) {
-			if (c)
-				free(c->name);
-			free(c);
-			goto err_nomem;
-		}
-		while (parent->objs[oi] != f->obj)
-			oi++;
-		c->obj = im->objs[oi];
-	}
+	w.parent = parent;
+	w.im = im;
+	if (tp_hash_foreach(&parent->funcs, clone_func, &w))
+		goto err_nomem;
 	return im;
 
 err_free:
@@ -653,12 +647,8 @@ void tp_calls_image_free(struct session *s, struct image *im)
 			s->imgs[i] = s->imgs[--s->nimgs];
 			break;
 		}
-	for (unsigned k = 0; k < im->fcap; k++)
-		if (im->ftab[k]) {
-			free(im->ftab[k]->name);
-			free(im->ftab[k]);
-		}
-	free(im->ftab);
+	tp_hash_foreach(&im->funcs, free_func_of, NULL);
+	tp_hash_release(&im->funcs);
 	for (int i = 0; i < im->nobjs; i++)
 		object_free(im->objs[i]);
 	free(im->objs);

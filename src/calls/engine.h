@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
+#include "base/hash.h"
 #include "bp/bp.h"
 #include "calls/calls.h"
 #include "calls/proto.h"
@@ -67,9 +68,8 @@ struct image {
 	struct object **objs;
 	int nobjs;
 	struct object *libc, *ldso;
-	struct func **ftab; /* open addressing on addr */
-	unsigned fcap, fn;
-	char **imports; /* the program's undefined dynamic symbols */
+	struct tp_hash funcs; /* addr -> struct func * */
+	char **imports;	      /* the program's undefined dynamic symbols */
 	int nimports;
 	bool is_static;
 	bool live;    /* objects being scanned are relocated: IFUNC resolvers may be called */
