@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/hash.h"
 #include "base/text.h"
 #include "trace/read/export.h"
 #include "trace/read/trace-read.h"
@@ -20,7 +21,6 @@ struct frame {
 
 struct thread {
 	int64_t pid, tid;
-	bool used;
 	uint64_t last_ts;
 	struct frame *st;
 	size_t n, cap;
@@ -39,136 +39,85 @@ struct tp_export {
 	uint64_t t0, nr_events;
 	bool any_out;
 	char **names;
-	uint32_t nr_names, *name_hash; /* index + 1, 0 for empty */
-	size_t name_hcap;
+	uint32_t nr_names;
+	size_t cap_names;
+	struct tp_hash name_index; /* name -> its index in names */
 	struct node *nodes;
-	uint32_t nr_nodes, *node_hash;
-	size_t node_hcap, cap_nodes;
+	uint32_t nr_nodes;
+	size_t cap_nodes;
+	struct tp_hash node_index; /* parent << 32 | name -> its index in nodes */
 	struct thread *th;
 	size_t nr_th, cap_th;
+	struct tp_hash th_index; /* pid << 32 | tid -> its index in th */
 	uint64_t calls, dropped_exits, closed_early, closed_at_end;
 	bool oom;
 };
 
-static uint64_t hash_str(const char *s)
+/* Room for one more element in the array *@v of *@cap elements of @size bytes holding @n. */
+static bool room(void *v, size_t *cap, size_t n, size_t size)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
+	void **p = v, *nv;
+	size_t ncap;
 
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
-}
-
-static uint64_t hash_u64(uint64_t v)
-{
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdull;
-	v ^= v >> 33;
-	return v;
+	if (n < *cap)
+		return true;
+	ncap = *cap ? *cap * 2 : 64;
+	nv = realloc(*p, ncap * size);
+	if (!nv)
+		return false;
+	*p = nv;
+	*cap = ncap;
+	return true;
 }
 
 /* ---- interned names ---- */
 
-static bool names_grow(struct tp_export *e)
+static bool name_is(void *arg, uint64_t i, const char *s)
 {
-	size_t ncap = e->name_hcap ? e->name_hcap * 2 : 256;
-	uint32_t *nh = calloc(ncap, sizeof(*nh));
-	char **nn = realloc(e->names, ncap / 2 * sizeof(*nn));
-
-	if (nn)
-		e->names = nn;
-	if (!nh || !nn) {
-		free(nh);
-		return false;
-	}
-	for (uint32_t i = 0; i < e->nr_names; i++) {
-		size_t j = hash_str(e->names[i]) & (ncap - 1);
-
-		while (nh[j])
-			j = (j + 1) & (ncap - 1);
-		nh[j] = i + 1;
-	}
-	free(e->name_hash);
-	e->name_hash = nh;
-	e->name_hcap = ncap;
-	return true;
+	return !strcmp(((struct tp_export *)arg)->names[i], s);
 }
 
 static uint32_t intern(struct tp_export *e, const char *s)
 {
-	size_t j;
+	uint64_t key, *i = tp_hash_get_str(&e->name_index, s, name_is, e, &key);
 
-	if ((e->nr_names + 1u) * 2 > e->name_hcap && !names_grow(e)) {
+	if (i)
+		return (uint32_t)*i;
+	if (!room(&e->names, &e->cap_names, e->nr_names, sizeof(*e->names)) ||
+	    !(e->names[e->nr_names] = strdup(s))) {
 		e->oom = true;
 		return 0;
 	}
-	j = hash_str(s) & (e->name_hcap - 1);
-	while (e->name_hash[j]) {
-		if (!strcmp(e->names[e->name_hash[j] - 1], s))
-			return e->name_hash[j] - 1;
-		j = (j + 1) & (e->name_hcap - 1);
-	}
-	e->names[e->nr_names] = strdup(s);
-	if (!e->names[e->nr_names]) {
+	if (tp_hash_put(&e->name_index, key, e->nr_names)) {
+		free(e->names[e->nr_names]);
 		e->oom = true;
 		return 0;
 	}
-	e->name_hash[j] = e->nr_names + 1;
 	return e->nr_names++;
 }
 
 /* ---- the calling-context tree (folded) ---- */
 
-static uint64_t node_key(uint32_t parent, uint32_t name)
-{
-	return hash_u64((uint64_t)parent << 32 | name);
-}
-
-static bool nodes_grow(struct tp_export *e)
-{
-	size_t ncap = e->node_hcap ? e->node_hcap * 2 : 1024;
-	uint32_t *nh = calloc(ncap, sizeof(*nh));
-	struct node *nn = realloc(e->nodes, ncap / 2 * sizeof(*nn));
-
-	if (nn)
-		e->nodes = nn;
-	if (!nh || !nn) {
-		free(nh);
-		return false;
-	}
-	for (uint32_t i = 1; i < e->nr_nodes; i++) {
-		size_t j = node_key(e->nodes[i].parent, e->nodes[i].name) & (ncap - 1);
-
-		while (nh[j])
-			j = (j + 1) & (ncap - 1);
-		nh[j] = i + 1;
-	}
-	free(e->node_hash);
-	e->node_hash = nh;
-	e->node_hcap = ncap;
-	return true;
-}
-
 static uint32_t node_child(struct tp_export *e, uint32_t parent, uint32_t name)
 {
-	size_t j;
+	uint64_t key = (uint64_t)parent << 32 | name, *i;
 
-	if ((e->nr_nodes + 1u) * 2 > e->node_hcap && !nodes_grow(e)) {
+	if (!e->nr_nodes) {
+		if (!room(&e->nodes, &e->cap_nodes, 0, sizeof(*e->nodes))) {
+			e->oom = true;
+			return 0;
+		}
+		e->nodes[e->nr_nodes++] = (struct node){.parent = 0, .name = UINT32_MAX};
+	}
+	i = tp_hash_get(&e->node_index, key);
+	if (i)
+		return (uint32_t)*i;
+	if (!room(&e->nodes, &e->cap_nodes, e->nr_nodes, sizeof(*e->nodes)) ||
+	    tp_hash_put(&e->node_index, key, e->nr_nodes)) {
 		e->oom = true;
 		return 0;
 	}
-	if (!e->nr_nodes)
-		e->nodes[e->nr_nodes++] = (struct node){.parent = 0, .name = UINT32_MAX};
-	j = node_key(parent, name) & (e->node_hcap - 1);
-	while (e->node_hash[j]) {
-		const struct node *n = &e->nodes[e->node_hash[j] - 1];
-
-		if (n->parent == parent && n->name == name)
-			return e->node_hash[j] - 1;
-		j = (j + 1) & (e->node_hcap - 1);
-	}
 	e->nodes[e->nr_nodes] = (struct node){.parent = parent, .name = name};
-	e->node_hash[j] = e->nr_nodes + 1;
 	return e->nr_nodes++;
 }
 
@@ -176,37 +125,18 @@ static uint32_t node_child(struct tp_export *e, uint32_t parent, uint32_t name)
 
 static struct thread *thread_get(struct tp_export *e, int64_t pid, int64_t tid)
 {
-	size_t j;
+	uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid, *i;
 
-	if ((e->nr_th + 1) * 2 > e->cap_th) {
-		size_t ncap = e->cap_th ? e->cap_th * 2 : 64;
-		struct thread *nt = calloc(ncap, sizeof(*nt));
-
-		if (!nt) {
-			e->oom = true;
-			return NULL;
-		}
-		for (size_t i = 0; i < e->cap_th; i++) {
-			if (!e->th[i].used)
-				continue;
-			j = hash_u64((uint64_t)e->th[i].pid * 31 + (uint64_t)e->th[i].tid) &
-			    (ncap - 1);
-			while (nt[j].used)
-				j = (j + 1) & (ncap - 1);
-			nt[j] = e->th[i];
-		}
-		free(e->th);
-		e->th = nt;
-		e->cap_th = ncap;
+	i = tp_hash_get(&e->th_index, key);
+	if (i)
+		return &e->th[*i];
+	if (!room(&e->th, &e->cap_th, e->nr_th, sizeof(*e->th)) ||
+	    tp_hash_put(&e->th_index, key, e->nr_th)) {
+		e->oom = true;
+		return NULL;
 	}
-	j = hash_u64((uint64_t)pid * 31 + (uint64_t)tid) & (e->cap_th - 1);
-	while (e->th[j].used && (e->th[j].pid != pid || e->th[j].tid != tid))
-		j = (j + 1) & (e->cap_th - 1);
-	if (!e->th[j].used) {
-		e->th[j] = (struct thread){.pid = pid, .tid = tid, .used = true};
-		e->nr_th++;
-	}
-	return &e->th[j];
+	e->th[e->nr_th] = (struct thread){.pid = pid, .tid = tid};
+	return &e->th[e->nr_th++];
 }
 
 /* ---- Chrome JSON ---- */
@@ -459,18 +389,19 @@ void tp_export_free(struct tp_export *e)
 {
 	if (!e)
 		return;
-	for (size_t i = 0; i < e->cap_th; i++) {
+	for (size_t i = 0; i < e->nr_th; i++) {
 		for (size_t k = 0; k < e->th[i].n; k++)
 			free(e->th[i].st[k].args);
 		free(e->th[i].st);
 	}
 	free(e->th);
+	tp_hash_release(&e->th_index);
 	for (uint32_t i = 0; i < e->nr_names; i++)
 		free(e->names[i]);
 	free(e->names);
-	free(e->name_hash);
+	tp_hash_release(&e->name_index);
 	free(e->nodes);
-	free(e->node_hash);
+	tp_hash_release(&e->node_index);
 	free(e);
 }
 
@@ -500,10 +431,10 @@ int tp_export_event(struct tp_export *e, const struct tp_trace_event *ev)
 int tp_export_finish(struct tp_export *e)
 {
 	/* Calls still open when the trace ends end with their thread's last event. */
-	for (size_t i = 0; i < e->cap_th && !e->oom; i++) {
+	for (size_t i = 0; i < e->nr_th && !e->oom; i++) {
 		struct thread *th = &e->th[i];
 
-		while (th->used && th->n) {
+		while (th->n) {
 			pop(e, th, th->last_ts);
 			e->closed_at_end++;
 		}

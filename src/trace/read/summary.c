@@ -42,38 +42,30 @@ static int list_streams(struct tp_trace_summary *rp, int dirfd)
 static struct tp_trace_summary_class *class_get(struct tp_trace_summary *rp, uint32_t id,
 						const char *name)
 {
-	size_t i;
+	uint64_t *i = tp_hash_get(&rp->cls_index, id);
+	struct tp_trace_summary_class *c;
 
-	if ((rp->nr_cls + 1) * 2 > rp->cap_cls) {
+	if (i)
+		return &rp->cls[*i];
+	if (rp->nr_cls == rp->cap_cls) {
 		size_t ncap = rp->cap_cls ? rp->cap_cls * 2 : 64;
-		struct tp_trace_summary_class *nc = calloc(ncap, sizeof(*nc));
 
-		if (!nc)
+		c = realloc(rp->cls, ncap * sizeof(*c));
+		if (!c)
 			return NULL;
-		for (size_t j = 0; j < rp->cap_cls; j++) {
-			if (!rp->cls[j].used)
-				continue;
-			i = (rp->cls[j].id * 2654435761u) & (ncap - 1);
-			while (nc[i].used)
-				i = (i + 1) & (ncap - 1);
-			nc[i] = rp->cls[j];
-		}
-		free(rp->cls);
-		rp->cls = nc;
+		rp->cls = c;
 		rp->cap_cls = ncap;
 	}
-	i = (id * 2654435761u) & (rp->cap_cls - 1);
-	while (rp->cls[i].used && rp->cls[i].id != id)
-		i = (i + 1) & (rp->cap_cls - 1);
-	if (!rp->cls[i].used) {
-		rp->cls[i].name = strdup(name);
-		if (!rp->cls[i].name)
-			return NULL;
-		rp->cls[i].used = true;
-		rp->cls[i].id = id;
-		rp->nr_cls++;
+	c = &rp->cls[rp->nr_cls];
+	*c = (struct tp_trace_summary_class){.id = id, .name = strdup(name)};
+	if (!c->name)
+		return NULL;
+	if (tp_hash_put(&rp->cls_index, id, rp->nr_cls)) {
+		free(c->name);
+		return NULL;
 	}
-	return &rp->cls[i];
+	rp->nr_cls++;
+	return c;
 }
 
 /* Read stream @i alone.  Returns 0, or -errno with rp->error set. */
@@ -154,7 +146,7 @@ static int cmp_classes(const void *a, const void *b)
 int tp_trace_summary_read(struct tp_trace_summary *rp, const char *dir, size_t nr_streams)
 {
 	char *meta = NULL;
-	size_t mlen = 0, n;
+	size_t mlen = 0;
 	int err, dirfd;
 
 	memset(rp, 0, sizeof(*rp));
@@ -177,19 +169,9 @@ int tp_trace_summary_read(struct tp_trace_summary *rp, const char *dir, size_t n
 		err = read_stream(rp, dirfd, meta, mlen, i);
 	if (err)
 		goto out;
-	/* Compact the hash table into a sorted list. */
-	n = 0;
-	for (size_t i = 0; i < rp->cap_cls; i++) {
-		struct tp_trace_summary_class c = rp->cls[i];
-
-		if (!c.used)
-			continue;
-		rp->cls[i] = (struct tp_trace_summary_class){.used = false};
-		rp->cls[n++] = c;
-	}
-	rp->nr_cls = n;
-	if (n)
-		qsort(rp->cls, n, sizeof(*rp->cls), cmp_classes);
+	tp_hash_release(&rp->cls_index); /* the order changes: indexes are stale */
+	if (rp->nr_cls)
+		qsort(rp->cls, rp->nr_cls, sizeof(*rp->cls), cmp_classes);
 out:
 	free(meta);
 	if (dirfd >= 0)
@@ -199,9 +181,10 @@ out:
 
 void tp_trace_summary_fini(struct tp_trace_summary *rp)
 {
-	for (size_t i = 0; i < rp->cap_cls; i++)
+	for (size_t i = 0; i < rp->nr_cls; i++)
 		free(rp->cls[i].name);
 	free(rp->cls);
+	tp_hash_release(&rp->cls_index);
 	for (size_t i = 0; i < rp->nr_st; i++)
 		free(rp->st[i].file);
 	free(rp->st);

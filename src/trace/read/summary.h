@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/hash.h"
 #include "trace/trace.h"
 
 struct tp_trace_summary_stream {
@@ -17,7 +18,6 @@ struct tp_trace_summary_stream {
 
 struct tp_trace_summary_class {
 	uint32_t id;
-	bool used;
 	char *name;
 	uint64_t count;
 };
@@ -28,6 +28,7 @@ struct tp_trace_summary {
 	size_t nr_st;
 	struct tp_trace_summary_class *cls; /* sorted by count, then name */
 	size_t nr_cls, cap_cls;
+	struct tp_hash cls_index; /* class id -> its index in cls, while reading */
 	uint64_t events, discarded, first, last;
 	char error[PATH_MAX + 256]; /* one line, when a function below fails */
 };
