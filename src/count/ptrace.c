@@ -25,7 +25,7 @@
 
 struct pthread {
 	pid_t tid;
-	bool used, counting, in_region, region_done, exec_done;
+	bool counting, in_region, region_done, exec_done;
 	uint64_t region_ret, region_sp;
 	uint64_t last_pc; /* resumed with STEP at this pc; NO_PC when nothing is pending */
 	uint16_t last_mnem;
@@ -55,8 +55,7 @@ struct engine {
 	struct tp_count_ctx *c;
 	struct tp_proc *proc;
 	pid_t pid;
-	struct pthread *th;
-	size_t nth, cap;
+	struct tp_hash threads; /* tid -> struct pthread * (stable while the run lasts) */
 	struct dc *dc;
 	size_t dc_mask;
 	struct tp_abp_ptrace bps[4];
@@ -74,38 +73,48 @@ struct engine {
 
 static struct pthread *thread_get(struct engine *e, pid_t tid)
 {
-	size_t h;
+	uint64_t *v = tp_hash_get(&e->threads, (uint64_t)tid);
+	struct pthread *t;
 
-	if (e->nth * 2 >= e->cap) {
-		size_t ncap = e->cap ? e->cap * 2 : 64;
-		struct pthread *n = calloc(ncap, sizeof(*n));
+	if (v)
+		return (struct pthread *)(uintptr_t)*v;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->tid = tid;
+	t->last_pc = NO_PC;
+	t->next_pc = NO_PC;
+	if (tp_hash_put(&e->threads, (uint64_t)tid, (uintptr_t)t)) {
+		free(t);
+		return NULL;
+	}
+	return t;
+}
 
-		if (!n)
-			return NULL;
-		for (size_t i = 0; i < e->cap; i++) {
-			if (!e->th[i].used)
-				continue;
-			h = (size_t)e->th[i].tid * 2654435761u & (ncap - 1);
-			while (n[h].used)
-				h = (h + 1) & (ncap - 1);
-			n[h] = e->th[i];
-		}
-		free(e->th);
-		e->th = n;
-		e->cap = ncap;
-	}
-	h = (size_t)tid * 2654435761u & (e->cap - 1);
-	while (e->th[h].used && e->th[h].tid != tid)
-		h = (h + 1) & (e->cap - 1);
-	if (!e->th[h].used) {
-		memset(&e->th[h], 0, sizeof(e->th[h]));
-		e->th[h].used = true;
-		e->th[h].tid = tid;
-		e->th[h].last_pc = NO_PC;
-		e->th[h].next_pc = NO_PC;
-		e->nth++;
-	}
-	return &e->th[h];
+static int exec_seen(void *arg, uint64_t tid, uint64_t *v)
+{
+	struct pthread *t = (struct pthread *)(uintptr_t)*v;
+
+	(void)arg, (void)tid;
+	t->exec_done = t->counting;
+	return 0;
+}
+
+static int collect_thread(void *arg, uint64_t tid, uint64_t *v)
+{
+	struct pthread *t = (struct pthread *)(uintptr_t)*v;
+
+	(void)tid;
+	if (t->count)
+		tp_count_add_thread(arg, t->tid, t->count);
+	return 0;
+}
+
+static int free_thread(void *arg, uint64_t tid, uint64_t *v)
+{
+	(void)arg, (void)tid;
+	free((void *)(uintptr_t)*v);
+	return 0;
 }
 
 static int decode(struct engine *e, uint64_t pc, struct dc *out)
@@ -651,11 +660,7 @@ static int run(struct engine *e)
 			break;
 		case TP_EV_EXEC:
 			r->exec_seen = true;
-			for (size_t i = 0; i < e->cap; i++) {
-				if (!e->th[i].used)
-					continue;
-				e->th[i].exec_done = e->th[i].counting;
-			}
+			tp_hash_foreach(&e->threads, exec_seen, NULL);
 			for (int i = 0; i < e->nbps; i++)
 				e->bps[i].live = false; /* the new image has none */
 			err = tp_proc_resume(e->proc, t->tid,
@@ -688,9 +693,7 @@ static int run(struct engine *e)
 
 static void collect(struct engine *e)
 {
-	for (size_t i = 0; i < e->cap; i++)
-		if (e->th[i].used && e->th[i].count)
-			tp_count_add_thread(e->c->r, e->th[i].tid, e->th[i].count);
+	tp_hash_foreach(&e->threads, collect_thread, e->c->r);
 }
 
 static int engine_init(struct engine *e, struct tp_count_ctx *c)
@@ -707,7 +710,8 @@ static void engine_fini(struct engine *e)
 {
 	tp_proc_guard_clear();
 	free(e->deferred);
-	free(e->th);
+	tp_hash_foreach(&e->threads, free_thread, NULL);
+	tp_hash_release(&e->threads);
 	free(e->dc);
 }
 
