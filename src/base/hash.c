@@ -134,14 +134,20 @@ static uint64_t str_hash(const char *s)
 	return tp_hash_mix(x);
 }
 
-uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same, void *arg,
-			  uint64_t *key)
+uint64_t *tp_hash_get_by(const struct tp_hash *h, uint64_t hash, const void *key,
+			 tp_hash_same_fn same, void *arg, uint64_t *slot_key)
 {
-	uint64_t k = str_hash(s), *v;
+	uint64_t *v;
 
-	for (; (v = tp_hash_get(h, k)); k = tp_hash_mix(k + 1))
-		if (same(arg, *v, s))
+	for (; (v = tp_hash_get(h, hash)); hash = tp_hash_mix(hash + 1))
+		if (same(arg, *v, key))
 			return v;
-	*key = k;
+	*slot_key = hash;
 	return NULL;
+}
+
+uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same,
+			  void *arg, uint64_t *slot_key)
+{
+	return tp_hash_get_by(h, str_hash(s), s, same, arg, slot_key);
 }

@@ -45,14 +45,19 @@ int tp_hash_foreach(const struct tp_hash *h, int (*fn)(void *arg, uint64_t key, 
 		    void *arg);
 void tp_hash_release(struct tp_hash *h);
 
-/* ---- string keys ----
- * The table maps a 64-bit hash of a string to the caller's index of that string; two
- * strings whose hashes collide take the next key of a rehash chain, so lookups are exact.
- * @same(arg, val, s) says whether the caller's entry @val holds @s. */
-typedef bool (*tp_hash_same_fn)(void *arg, uint64_t val, const char *s);
+/* ---- keys longer than 64 bits (strings, arrays) ----
+ * The table maps a 64-bit hash of the caller's key to the caller's index of it; keys whose
+ * hashes collide take the next key of a rehash chain, so lookups are exact.
+ * @same(arg, val, key) says whether the caller's entry @val holds @key. */
+typedef bool (*tp_hash_same_fn)(void *arg, uint64_t val, const void *key);
 
-/* The value of @s, or NULL with *@key set to the key to tp_hash_put() it under. */
-uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same, void *arg,
-			  uint64_t *key);
+/* The value of @key (whose hash is @hash), or NULL with *@slot_key set to the key to
+ * tp_hash_put() it under. */
+uint64_t *tp_hash_get_by(const struct tp_hash *h, uint64_t hash, const void *key,
+			 tp_hash_same_fn same, void *arg, uint64_t *slot_key);
+
+/* The same for a string @s (@same receives it as @key). */
+uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same,
+			  void *arg, uint64_t *slot_key);
 
 #endif

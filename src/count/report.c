@@ -89,7 +89,7 @@ struct hist {
 	struct tp_hash index; /* key string -> its entry */
 };
 
-static bool hentry_same(void *arg, uint64_t i, const char *key)
+static bool hentry_same(void *arg, uint64_t i, const void *key)
 {
 	return !strcmp(((struct hist *)arg)->e[i].key, key);
 }

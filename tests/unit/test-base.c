@@ -175,7 +175,7 @@ static void test_hash(void)
 
 static const char *const hash_names[] = {"zzz", "alpha", "beta"};
 
-static bool hash_same(void *arg, uint64_t val, const char *s)
+static bool hash_same(void *arg, uint64_t val, const void *s)
 {
 	(void)arg;
 	return !strcmp(hash_names[val], s);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/user.h>
 
+#include "base/hash.h"
 #include "plugins/plugins.h"
 
 #define MEM_SELECT                                                                                 \
@@ -66,16 +67,20 @@ static const char *const kind_names[ST_NKINDS] = {
     [ST_REACHABLE] = "still reachable",
 };
 
-/* A live block; addr 0 marks an empty slot of the table, 1 a deleted one. */
+/* A live block; addr 0 marks a free entry of the pool. */
 struct block {
 	uint64_t addr;
-	uint64_t size;
+	uint64_t size; /* of a free entry: index + 1 of the next free one, 0 at the end */
 	uint32_t site;
 };
 
+/* The live blocks of a process: records in a pool whose freed entries are reused, indexed by
+ * address. */
 struct block_table {
-	struct block *slot;
-	size_t cap, used, dead;
+	struct tp_hash index; /* addr -> its index in pool */
+	struct block *pool;
+	size_t npool, cap, used;
+	uint64_t free_head; /* index + 1 of a free entry, 0 when none */
 };
 
 /* An allocation backtrace, interned: blocks refer to it by index (0: none). */
@@ -124,9 +129,8 @@ struct mem {
 	struct mem_thread *threads;
 	struct site **sites; /* sites[0] unused */
 	size_t nsites, sites_cap;
-	uint32_t *site_hash; /* open addressing over indexes into sites */
-	size_t site_hash_cap;
-	bool lost_track; /* out of memory once: the report says so */
+	struct tp_hash site_index; /* hash of (pid, pcs) -> its index in sites */
+	bool lost_track;	   /* out of memory once: the report says so */
 };
 
 /* Sort the blocks process @p still holds as memcheck does and print the report; the process

@@ -469,10 +469,10 @@ int tp_mem_leak_check(struct mem *m, struct mem_proc *p)
 	s.buf = malloc(s.buf_words * 8);
 	if (!s.b || !s.buf)
 		goto err_free;
-	for (size_t i = 0; i < p->blocks.cap; i++) {
-		const struct block *b = &p->blocks.slot[i];
+	for (size_t i = 0; i < p->blocks.npool; i++) {
+		const struct block *b = &p->blocks.pool[i];
 
-		if (b->addr > 1)
+		if (b->addr)
 			s.b[n++] =
 			    (struct lblock){.addr = b->addr, .size = b->size, .site = b->site};
 	}

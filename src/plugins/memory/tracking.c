@@ -31,141 +31,105 @@ static enum mem_fn fn_of(const char *name)
 	return FN_NONE;
 }
 
-static uint64_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 /* --- the live blocks of one process --- */
-
-static int blocks_grow(struct block_table *t)
-{
-	size_t cap = t->cap ? t->cap : 1024;
-	struct block *old = t->slot, *slot;
-	size_t oldcap = t->cap;
-
-	if (t->used * 2 >= cap)
-		cap *= 2;
-	slot = calloc(cap, sizeof(*slot));
-	if (!slot)
-		return -ENOMEM;
-	for (size_t i = 0; i < oldcap; i++) {
-		size_t j;
-
-		if (old[i].addr <= 1)
-			continue;
-		for (j = hash64(old[i].addr) & (cap - 1); slot[j].addr; j = (j + 1) & (cap - 1))
-			;
-		slot[j] = old[i];
-	}
-	free(old);
-	t->slot = slot;
-	t->cap = cap;
-	t->dead = 0;
-	return 0;
-}
 
 static struct block *blocks_find(const struct block_table *t, uint64_t addr)
 {
-	if (!t->cap)
-		return NULL;
-	for (size_t j = hash64(addr) & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
-		if (t->slot[j].addr == addr)
-			return &t->slot[j];
-		if (!t->slot[j].addr)
-			return NULL;
-	}
+	uint64_t *i = tp_hash_get(&t->index, addr);
+
+	return i ? &t->pool[*i] : NULL;
 }
 
 static int blocks_add(struct block_table *t, uint64_t addr, uint64_t size, uint32_t site)
 {
 	struct block *b = blocks_find(t, addr);
-	size_t j;
+	uint64_t i;
 
 	if (b) { /* its free() escaped us: the new block replaces it */
 		b->size = size;
 		b->site = site;
 		return 0;
 	}
-	if ((t->used + t->dead + 1) * 10 >= t->cap * 7) {
-		int err = blocks_grow(t);
+	if (t->free_head) {
+		i = t->free_head - 1;
+	} else {
+		if (t->npool == t->cap) {
+			size_t cap = t->cap ? t->cap * 2 : 1024;
+			struct block *pool = realloc(t->pool, cap * sizeof(*pool));
 
-		if (err)
-			return err;
+			if (!pool)
+				return -ENOMEM;
+			t->pool = pool;
+			t->cap = cap;
+		}
+		i = t->npool;
 	}
-	for (j = hash64(addr) & (t->cap - 1); t->slot[j].addr > 1; j = (j + 1) & (t->cap - 1))
-		;
-	if (t->slot[j].addr == 1)
-		t->dead--;
-	t->slot[j] = (struct block){addr, size, site};
+	if (tp_hash_put(&t->index, addr, i))
+		return -ENOMEM;
+	if (t->free_head)
+		t->free_head = t->pool[i].size;
+	else
+		t->npool++;
+	t->pool[i] = (struct block){addr, size, site};
 	t->used++;
 	return 0;
 }
 
 static bool blocks_drop(struct block_table *t, uint64_t addr)
 {
-	struct block *b = blocks_find(t, addr);
+	uint64_t *v = tp_hash_get(&t->index, addr), i;
 
-	if (!b)
+	if (!v)
 		return false;
-	b->addr = 1;
+	i = *v;
+	tp_hash_del(&t->index, addr);
+	t->pool[i] = (struct block){.addr = 0, .size = t->free_head};
+	t->free_head = i + 1;
 	t->used--;
-	t->dead++;
 	return true;
+}
+
+static void blocks_release(struct block_table *t)
+{
+	tp_hash_release(&t->index);
+	free(t->pool);
+	memset(t, 0, sizeof(*t));
 }
 
 /* --- allocation sites --- */
 
-static uint64_t site_key(int pid, const uint64_t *pcs, unsigned n)
-{
-	uint64_t h = hash64((uint64_t)pid + n);
+struct site_key {
+	int pid;
+	unsigned n;
+	const uint64_t *pcs;
+};
 
-	for (unsigned i = 0; i < n; i++)
-		h = hash64(h ^ pcs[i]);
+static uint64_t site_hash(const struct site_key *k)
+{
+	uint64_t h = tp_hash_mix((uint64_t)k->pid + k->n);
+
+	for (unsigned i = 0; i < k->n; i++)
+		h = tp_hash_mix(h ^ k->pcs[i]);
 	return h;
 }
 
-static int site_hash_grow(struct mem *m)
+static bool site_is(void *arg, uint64_t i, const void *key)
 {
-	size_t cap = m->site_hash_cap ? m->site_hash_cap * 2 : 1024;
-	uint32_t *h = calloc(cap, sizeof(*h));
+	const struct site *s = ((struct mem *)arg)->sites[i];
+	const struct site_key *k = key;
 
-	if (!h)
-		return -ENOMEM;
-	for (size_t i = 1; i < m->nsites; i++) {
-		const struct site *s = m->sites[i];
-		size_t j = site_key(s->pid, s->pcs, s->n) & (cap - 1);
-
-		while (h[j])
-			j = (j + 1) & (cap - 1);
-		h[j] = i;
-	}
-	free(m->site_hash);
-	m->site_hash = h;
-	m->site_hash_cap = cap;
-	return 0;
+	return s->pid == k->pid && s->n == k->n && !memcmp(s->pcs, k->pcs, k->n * sizeof(*k->pcs));
 }
 
 /* The index of backtrace @pcs in process @pid, added if new; 0 when out of memory. */
 static uint32_t site_intern(struct mem *m, int pid, const uint64_t *pcs, unsigned n)
 {
-	uint64_t key = site_key(pid, pcs, n);
+	struct site_key k = {pid, n, pcs};
+	uint64_t slot, *i = tp_hash_get_by(&m->site_index, site_hash(&k), &k, site_is, m, &slot);
 	struct site *s;
-	size_t j;
 
-	if (m->nsites * 10 >= m->site_hash_cap * 7 && site_hash_grow(m))
-		goto err_nomem;
-	for (j = key & (m->site_hash_cap - 1); m->site_hash[j];
-	     j = (j + 1) & (m->site_hash_cap - 1)) {
-		s = m->sites[m->site_hash[j]];
-		if (s->pid == pid && s->n == n && !memcmp(s->pcs, pcs, n * sizeof(*pcs)))
-			return m->site_hash[j];
-	}
+	if (i)
+		return (uint32_t)*i;
 	if (m->nsites == m->sites_cap) {
 		size_t cap = m->sites_cap * 2;
 		struct site **v = realloc(m->sites, cap * sizeof(*v));
@@ -181,8 +145,11 @@ static uint32_t site_intern(struct mem *m, int pid, const uint64_t *pcs, unsigne
 	s->pid = pid;
 	s->n = n;
 	memcpy(s->pcs, pcs, n * sizeof(*pcs));
+	if (tp_hash_put(&m->site_index, slot, m->nsites)) {
+		free(s);
+		goto err_nomem;
+	}
 	m->sites[m->nsites] = s;
-	m->site_hash[j] = m->nsites;
 	return m->nsites++;
 
 err_nomem:
@@ -225,7 +192,7 @@ static void proc_drop(struct mem *m, int pid)
 		if (p->pid != pid)
 			continue;
 		*pp = p->next;
-		free(p->blocks.slot);
+		blocks_release(&p->blocks);
 		free(p->xregs);
 		free(p);
 		return;
@@ -462,7 +429,7 @@ static void mem_fini(void *priv)
 	for (size_t i = 1; i < m->nsites; i++)
 		free(m->sites[i]);
 	free(m->sites);
-	free(m->site_hash);
+	tp_hash_release(&m->site_index);
 	free(m);
 }
 
@@ -518,7 +485,7 @@ int tp_plugin_memory_init(const struct tracepad_host *host, const char *args,
 	m->sites = calloc(m->sites_cap, sizeof(*m->sites));
 	m->nsites = 1;
 	err = -ENOMEM;
-	if (!m->sites || site_hash_grow(m))
+	if (!m->sites)
 		goto err_free;
 	err = parse_args(m, args);
 	if (err)

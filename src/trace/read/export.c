@@ -72,7 +72,7 @@ static bool room(void *v, size_t *cap, size_t n, size_t size)
 
 /* ---- interned names ---- */
 
-static bool name_is(void *arg, uint64_t i, const char *s)
+static bool name_is(void *arg, uint64_t i, const void *s)
 {
 	return !strcmp(((struct tp_export *)arg)->names[i], s);
 }
