@@ -351,7 +351,7 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 			     const char *glob, char **argv, char *errbuf, size_t errlen)
 {
 	struct tp_trace_ring_opts ropts = {
-	    .nr_rings = 64,
+	    .nr_rings = TP_MARKERS_RINGS,
 	    .flags = TP_TRACE_NO_LOSS,
 	    .wait_ns = 1000000000ull, /* a stalled tracepad must not hang the program */
 	};

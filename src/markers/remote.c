@@ -478,7 +478,7 @@ int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read
 {
 	/* A running process never waits for tracepad (which may die without telling it): a
 	 * full ring discards, and the trace counts it. */
-	struct tp_trace_ring_opts ropts = {.nr_rings = 16, .nr_subbufs = 8};
+	struct tp_trace_ring_opts ropts = {.nr_rings = TP_MARKERS_RINGS, .nr_subbufs = 8};
 	struct tp_markers_remote rm;
 	struct tp_markers_recorder r = {.ctl_fd = -1};
 	char closeerr[256];

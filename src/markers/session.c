@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,11 +45,20 @@ struct session {
 static struct session *cur;
 static pthread_key_t ring_key;
 static bool ring_key_ok;
-/* Per thread: the session its producer belongs to; state 0 none yet, 1 claimed, -1 none
- * (rings full, or a forked child, which must not write into its parent's ring). */
+/* Per thread: the session its producer belongs to, and the state of its ring.  A thread
+ * that gets no ring (all taken) or fires while exiting has its events counted as discarded
+ * (tp_trace_shm_discard_ringless), never written elsewhere; a ringless one tries again now
+ * and then, as rings come free when threads exit. */
+enum { ST_NONE, ST_RING, ST_RINGLESS, ST_GONE };
+#define RINGLESS_RETRY 256 /* events between two tries */
 static __thread struct session *tls_session;
 static __thread struct tp_trace_producer tls_prod;
 static __thread int tls_state;
+static __thread unsigned tls_ringless;
+
+/* Events fired while tracepad's request to start a session waited for a thread to serve it:
+ * the new session counts them as discarded (see tp_markers_session_event). */
+static uint64_t pending_lost;
 
 static size_t slot_of(const struct tp_site_desc *desc)
 {
@@ -196,14 +206,14 @@ static void ring_thread_exit(void *arg)
 	if (tls_session &&
 	    (uint64_t)(uintptr_t)tls_session == __atomic_load_n(&remote.session, __ATOMIC_ACQUIRE))
 		tp_trace_producer_fini(arg);
-	tls_state = -1;
+	tls_state = ST_GONE;
 }
 
 static void atfork_child(void)
 {
 	__atomic_store_n(&remote.session, 0, __ATOMIC_RELAXED);
 	cur = NULL;
-	tls_state = -1;
+	tls_state = ST_GONE; /* a child must not write into its parent's ring */
 }
 
 /* A session over the two memfds; the classes of every registered site are declared. */
@@ -326,6 +336,11 @@ void tp_markers_session_poll_locked(void)
 	}
 	remote.err = err;
 	__atomic_store_n(&remote.done, req, __ATOMIC_RELEASE);
+	/* After done: an event counted in pending_lost from here on is taken back by its
+	 * thread and recorded (see pending_event()). */
+	uint64_t lost = __atomic_exchange_n(&pending_lost, 0, __ATOMIC_ACQ_REL);
+	if (cur && lost)
+		tp_trace_shm_discard_ringless(&cur->shm, lost);
 }
 
 void tp_markers_session_add_locked(struct tp_site *start, struct tp_site *stop)
@@ -355,16 +370,20 @@ static void ring_event(struct session *s, const struct tp_site_desc *desc, const
 	args = tp_markers_safe_args(desc, args, &safe);
 	if (tls_session != s) {
 		tls_session = s;
-		tls_state = 0;
+		tls_state = ST_NONE;
 	}
-	if (tls_state < 0)
+	if (tls_state == ST_GONE || (tls_state == ST_RINGLESS && ++tls_ringless % RINGLESS_RETRY)) {
+		tp_trace_shm_discard_ringless(&s->shm, 1);
 		return;
-	if (!tls_state) {
+	}
+	if (tls_state != ST_RING) {
 		if (tp_trace_shm_producer_init(&s->shm, &tls_prod)) {
-			tls_state = -1;
+			tls_state = ST_RINGLESS;
+			tls_ringless = 0;
+			tp_trace_shm_discard_ringless(&s->shm, 1);
 			return;
 		}
-		tls_state = 1;
+		tls_state = ST_RING;
 		pthread_setspecific(ring_key, &tls_prod);
 	}
 	size_t size = tp_markers_record_size(desc, args);
@@ -375,21 +394,60 @@ static void ring_event(struct session *s, const struct tp_site_desc *desc, const
 	tp_trace_commit(&tls_prod);
 }
 
-bool tp_markers_session_event(const struct tp_site_desc *desc, const union tp_arg *args)
+static bool request_pending(void)
 {
-	if (__builtin_expect(__atomic_load_n(&remote.req, __ATOMIC_RELAXED) !=
-				 __atomic_load_n(&remote.done, __ATOMIC_RELAXED),
-			     0)) {
-		/* Not if this thread interrupted the lock's holder (a site in a handler). */
+	return __atomic_load_n(&remote.req, __ATOMIC_ACQUIRE) !=
+	       __atomic_load_n(&remote.done, __ATOMIC_ACQUIRE);
+}
+
+/* Serve tracepad's pending request, or wait a little while another thread serves it.  The
+ * wait is bounded: this thread may have interrupted the lock's holder (a site in a signal
+ * handler), which cannot go on until it returns. */
+#define SERVE_ROUNDS 1000
+static void serve_request(void)
+{
+	for (unsigned round = 0; round < SERVE_ROUNDS && request_pending(); round++) {
 		if (!pthread_mutex_trylock(&tp_markers_lock)) {
 			tp_markers_session_poll_locked();
 			pthread_mutex_unlock(&tp_markers_lock);
+			return;
 		}
+		sched_yield();
 	}
-	struct session *s =
-	    (struct session *)(uintptr_t)__atomic_load_n(&remote.session, __ATOMIC_ACQUIRE);
+}
+
+/* An event while a start request is still pending: counted in pending_lost, which the
+ * session takes as discarded once it opens.  If the session opened meanwhile, the count is
+ * taken back and the event recorded (false), unless the opening took it already. */
+static bool pending_event(void)
+{
+	uint64_t v;
+
+	__atomic_fetch_add(&pending_lost, 1, __ATOMIC_ACQ_REL);
+	if (request_pending())
+		return true;
+	v = __atomic_load_n(&pending_lost, __ATOMIC_ACQUIRE);
+	while (v && !__atomic_compare_exchange_n(&pending_lost, &v, v - 1, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
+		;
+	return !v;
+}
+
+bool tp_markers_session_event(const struct tp_site_desc *desc, const union tp_arg *args)
+{
+	struct session *s;
+
+	if (__builtin_expect(request_pending(), 0)) {
+		serve_request();
+		if (request_pending() &&
+		    __atomic_load_n(&remote.tracer_pid, __ATOMIC_RELAXED) > 0 && pending_event())
+			return true;
+	}
+	s = (struct session *)(uintptr_t)__atomic_load_n(&remote.session, __ATOMIC_ACQUIRE);
 	if (!s)
-		return false;
+		/* Points a recorder enabled are its own: while it has no session (it failed to
+		 * start one), their events are not the program's output. */
+		return __atomic_load_n(&remote.tracer_pid, __ATOMIC_RELAXED) > 0;
 	ring_event(s, desc, args);
 	return true;
 }

@@ -13,6 +13,11 @@
 
 #include "trace/trace.h"
 
+/* Rings of a recording: one per thread firing at a time.  Their memory is a sparse memfd
+ * whose pages exist only once a thread writes them, so many rings cost address space, not
+ * memory; threads beyond them have their events counted as discarded. */
+#define TP_MARKERS_RINGS 256
+
 /* One site of a point: a NOP5 that becomes a jmp to @target when enabled. */
 struct tp_markers_site {
 	const char *object;	     /* owned by the site list */

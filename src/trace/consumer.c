@@ -75,7 +75,8 @@ int tp_trace_consumer_new(struct tp_trace_writer *w, const struct tp_trace_ring_
 	if (total > (1ull << 40))
 		goto err_free;
 	err = -ENOMEM;
-	c->rings = calloc(c->nr_rings, sizeof(*c->rings));
+	/* One more stream than rings: the discards of producers that found no ring. */
+	c->rings = calloc(c->nr_rings + 1, sizeof(*c->rings));
 	c->pkt = malloc(c->packet_size);
 	if (!c->rings || !c->pkt)
 		goto err_free;
@@ -242,15 +243,32 @@ static int flush_open(struct tp_trace_consumer *c, uint32_t i)
 	return 0;
 }
 
+/* The events of producers without a ring, as the discard count of an empty packet on a
+ * stream of their own (instance nr_rings), when it grew. */
+static int flush_ringless(struct tp_trace_consumer *c)
+{
+	const struct tp_shm_hdr *h = (const struct tp_shm_hdr *)c->base;
+	struct ring_state *r = &c->rings[c->nr_rings];
+	uint64_t lost = __atomic_load_n(&h->ringless, __ATOMIC_RELAXED);
+	uint64_t done = r->st ? tp_trace_stream_discarded(r->st) : 0;
+	uint64_t ts = tp_trace_clock_now(tp_trace_writer_clock(c->w));
+	int err;
+
+	if (lost <= done)
+		return 0;
+	tp_trace_packet_open(c->pkt, tp_trace_writer_uuid(c->w), c->nr_rings, ts);
+	tp_trace_packet_close(c->pkt, TP_PKT_HDR, c->packet_size, ts, lost);
+	err = emit(c, c->nr_rings, TP_PKT_HDR);
+	return err ? err : 1;
+}
+
 int tp_trace_consumer_flush(struct tp_trace_consumer *c)
 {
-	int total = tp_trace_consumer_poll(c);
+	int total = tp_trace_consumer_poll(c), n;
 
 	if (total < 0)
 		return total;
 	for (uint32_t i = 0; i < c->nr_rings; i++) {
-		int n;
-
 		if (c->rings[i].broken)
 			continue;
 		n = flush_open(c, i);
@@ -258,7 +276,8 @@ int tp_trace_consumer_flush(struct tp_trace_consumer *c)
 			return n;
 		total += n;
 	}
-	return total;
+	n = flush_ringless(c);
+	return n < 0 ? n : total + n;
 }
 
 void tp_trace_consumer_free(struct tp_trace_consumer *c)

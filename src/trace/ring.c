@@ -110,6 +110,13 @@ void tp_trace_shm_detach(struct tp_trace_shm *shm)
 		memset(shm, 0, sizeof(*shm));
 }
 
+void tp_trace_shm_discard_ringless(struct tp_trace_shm *shm, uint64_t n)
+{
+	if (shm->base)
+		__atomic_fetch_add(&((struct tp_shm_hdr *)shm->base)->ringless, n,
+				   __ATOMIC_RELAXED);
+}
+
 int tp_trace_shm_producer_init(struct tp_trace_shm *shm, struct tp_trace_producer *p)
 {
 	struct tp_shm_ring *ring = NULL;

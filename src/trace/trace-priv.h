@@ -57,7 +57,7 @@ void tp_trace_packet_close(uint8_t *pkt, uint32_t content, uint32_t size, uint64
  * no packet is open, the next one will be seq.  A producer opens packet seq only when
  * seq - cons < nr_subbufs, so pos never runs more than nr_subbufs ahead of cons. */
 #define TP_SHM_MAGIC 0x31474e4952505455ull /* "UTPRING1" */
-#define TP_SHM_VERSION 1
+#define TP_SHM_VERSION 2
 
 struct tp_shm_hdr {
 	uint64_t magic;
@@ -68,6 +68,7 @@ struct tp_shm_hdr {
 	uint8_t uuid[16];
 	uint32_t consumer_gone; /* set when the consumer goes away: no_loss stops waiting */
 	uint32_t pad;
+	uint64_t ringless; /* events of producers that found no free ring: discarded */
 };
 
 enum { TP_SHM_RING_FREE = 0, TP_SHM_RING_CLAIMED = 1 };

@@ -285,6 +285,10 @@ int tp_trace_shm_attach(struct tp_trace_shm *shm, int fd);
 void tp_trace_shm_detach(struct tp_trace_shm *shm);
 /* Claim a free ring for the calling thread; -EBUSY when every ring is taken. */
 int tp_trace_shm_producer_init(struct tp_trace_shm *shm, struct tp_trace_producer *p);
+/* Count @n events of a thread that has no ring (every ring taken, or it is exiting) as
+ * discarded: the consumer gives them their own stream's discard count, so that readers
+ * account for them. */
+void tp_trace_shm_discard_ringless(struct tp_trace_shm *shm, uint64_t n);
 
 /* ---- Consumer: drains rings into the stream files of a writer -------------------------- */
 
