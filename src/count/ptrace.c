@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,6 +34,11 @@ struct pthread {
 	uint64_t next_pc; /* where the last instruction falls through to, if it does */
 	uint64_t count;
 	struct tp_abp_ptrace *over; /* stepping over this breakpoint with the others stopped */
+	/* The signal mask, as far as it matters for stepping (see step()). */
+	uint64_t mask;	    /* the thread's blocked signals, when !mask_check */
+	bool mask_check;    /* it may have changed (a signal delivered, a syscall run) */
+	bool unblocked;	    /* stepping with SIGTRAP unblocked: mask goes back at the stop */
+	uint8_t in_syscall; /* run to its exit stop: 1 entry stop to come, 2 exit stop */
 };
 
 enum bp_kind { PBP_START, PBP_LSM, PBP_API_BEGIN };
@@ -216,6 +222,20 @@ static void bp_remove_all(struct engine *e)
 			e->bps[i].live = false;
 }
 
+/* The stop of a thread that stepped with SIGTRAP unblocked: its own mask back. */
+static void mask_back(struct pthread *t)
+{
+	if (t->unblocked && !tp_proc_set_sigmask(t->tid, t->mask))
+		t->unblocked = false;
+}
+
+static int thread_mask_back(void *arg, uint64_t tid, uint64_t *v)
+{
+	(void)arg, (void)tid;
+	mask_back((struct pthread *)(uintptr_t)*v);
+	return 0;
+}
+
 /* Leave the program as it was: every thread stopped, one that trapped on a breakpoint of ours
  * put back on the breakpoint's instruction, the original bytes restored, then detached. */
 static void engine_detach(struct engine *e)
@@ -240,6 +260,7 @@ static void engine_detach(struct engine *e)
 	}
 	e->ndeferred = 0;
 	bp_remove_all(e);
+	tp_hash_foreach(&e->threads, thread_mask_back, NULL);
 	tp_proc_detach(e->proc);
 	e->proc = NULL;
 }
@@ -258,6 +279,7 @@ static void restore_on_crash(void *arg)
 			tp_proc_set_pc(tids[i], regs.rip - 1);
 	}
 	bp_remove_all(e);
+	tp_hash_foreach(&e->threads, thread_mask_back, NULL);
 }
 
 static void catch_fatal(struct engine *e)
@@ -271,7 +293,57 @@ static void stop_counting(struct pthread *t)
 	t->in_region = false;
 }
 
-/* t is stopped, about to run the instruction at regs->rip; decide how it goes on. */
+#define TRAP_BIT (1ull << (SIGTRAP - 1))
+
+/* Syscalls that change the signal mask: run to their exit stop rather than stepped. */
+static bool changes_mask(uint64_t nr)
+{
+	switch (nr) {
+	case SYS_rt_sigprocmask:
+	case SYS_rt_sigreturn:
+	case SYS_rt_sigsuspend:
+	case SYS_pselect6:
+	case SYS_ppoll:
+	case SYS_epoll_pwait:
+	case SYS_epoll_pwait2:
+	case SYS_io_pgetevents:
+		return true;
+	}
+	return false;
+}
+
+/* Resume @t for its instruction of kind @kind.  The trap of a single step is a forced
+ * SIGTRAP, and the kernel resets the SIGTRAP handler of a thread that blocks SIGTRAP to
+ * SIG_DFL when it forces one (inside the program's own SIGTRAP handler, say): its next trap
+ * would kill it.  So while SIGTRAP is blocked, the thread steps with it unblocked (the mask
+ * goes back at the stop, before anything else), and a syscall that may read or change the
+ * mask runs to its syscall-exit stop, a ptrace report rather than a trap. */
+static int step(struct engine *e, struct pthread *t, unsigned kind)
+{
+	struct user_regs_struct regs;
+	int err;
+
+	if (t->mask_check && !tp_proc_get_sigmask(t->tid, &t->mask))
+		t->mask_check = false;
+	if (kind == TP_INSN_SYSCALL) {
+		bool blocked = !t->mask_check && (t->mask & TRAP_BIT);
+
+		t->mask_check = true;
+		if (blocked || (!tp_proc_get_regs(t->tid, &regs) && changes_mask(regs.rax))) {
+			t->in_syscall = 1;
+			return tp_proc_resume(e->proc, t->tid, TP_RESUME_SYSCALL, 0);
+		}
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
+	}
+	if (!t->mask_check && (t->mask & TRAP_BIT)) {
+		err = tp_proc_set_sigmask(t->tid, t->mask & ~TRAP_BIT);
+		if (err)
+			return err;
+		t->unblocked = true;
+	}
+	return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
+}
+
 /* t is stopped, about to run the instruction at @pc; decide how it goes on.  @regs may be
  * NULL when pc was predicted (the last instruction falls through): the registers are then
  * read only where the region test needs the stack pointer. */
@@ -333,7 +405,7 @@ static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
 	} else if (d.kind == TP_INSN_OTHER && d.len && !(d.flags & TP_INSN_F_REP)) {
 		t->next_pc = pc + d.len;
 	}
-	return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
+	return step(e, t, d.kind);
 }
 
 static int advance(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
@@ -467,6 +539,7 @@ static int on_breakpoint(struct engine *e, struct pthread *t, struct tp_event *e
 		count_last(e, t);
 		t->last_pc = NO_PC;
 		t->next_pc = NO_PC;
+		t->mask_check = true; /* its handler's mask, from its entry on */
 		return tp_proc_resume(e->proc, t->tid,
 				      t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, SIGTRAP);
 	}
@@ -556,6 +629,27 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	return advance(e, t, &regs);
 }
 
+/* A syscall run by step() to its exit: its entry stop, then its exit stop, where it has run. */
+static int on_syscall_stop(struct engine *e, struct pthread *t)
+{
+	struct user_regs_struct regs;
+	int err;
+
+	if (t->in_syscall == 1) {
+		t->in_syscall = 2;
+		return tp_proc_resume(e->proc, t->tid, TP_RESUME_SYSCALL, 0);
+	}
+	if (t->in_syscall != 2)
+		return tp_proc_resume(e->proc, t->tid,
+				      t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
+	t->in_syscall = 0;
+	count_last(e, t);
+	err = tp_proc_get_regs(t->tid, &regs);
+	if (err)
+		return err;
+	return advance(e, t, &regs);
+}
+
 /* The event loop; returns 0 when every task is gone (or, until_sync, at the agent's sync). */
 static int run(struct engine *e)
 {
@@ -598,7 +692,11 @@ static int run(struct engine *e)
 		t = thread_get(e, ev.tid);
 		if (!t)
 			return -ENOMEM;
+		mask_back(t);
 		switch (ev.kind) {
+		case TP_EV_SYSCALL:
+			err = on_syscall_stop(e, t);
+			break;
 		case TP_EV_STEP:
 			if (!t->counting && !t->over) {
 				err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
@@ -627,6 +725,9 @@ static int run(struct engine *e)
 			}
 			t->last_pc = NO_PC;
 			t->next_pc = NO_PC;
+			t->in_syscall = 0;
+			if (ev.sig)
+				t->mask_check = true; /* a handler's mask, from its entry on */
 			err = tp_proc_resume(e->proc, t->tid,
 					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, ev.sig);
 			break;
@@ -660,6 +761,8 @@ static int run(struct engine *e)
 			break;
 		case TP_EV_EXEC:
 			r->exec_seen = true;
+			t->in_syscall = 0;
+			t->mask_check = true;
 			tp_hash_foreach(&e->threads, exec_seen, NULL);
 			for (int i = 0; i < e->nbps; i++)
 				e->bps[i].live = false; /* the new image has none */

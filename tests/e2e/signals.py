@@ -2,7 +2,7 @@
 """e2e: signals inside a counted region.  sighandler's region work_with_signal() raises
 SIGUSR1, executes int3, or raises SIGTRAP; the program's own handler runs tp_loop(N).  The
 handler's instructions are counted (count(N) - count(0) = 2N exactly), both engines agree,
-the program's handlers run as natively.  sigmask: a program blocking SIGTRAP reads it back as
+the program's handlers run as natively, also when they run several times.  sigmask: a program blocking SIGTRAP reads it back as
 blocked and behaves as natively under both engines."""
 import os
 import sys
@@ -51,15 +51,22 @@ for opt in ("O0", "O2"):
                 c.ok(got >= base + 4, "%s sighandler-%s %s: delivery and handler counted"
                      % (engine, opt, mode), "none: %d, %s: %d" % (base, mode, got))
 
-# The whole program under each engine, with the program's SIGTRAP handler in use.
+# main() under each engine (the target has tp_step_* symbols, so without --start only those
+# regions would count), with the program's SIGTRAP handler in use, once and three times:
+# stepping a handler that blocks SIGTRAP must not reset it to SIG_DFL.
 for mode in ("int3", "trap"):
-    argv = [target("sighandler-O2"), mode, "10"]
-    nat = native(argv)
-    for engine in ENGINES:
-        what = "%s sighandler-O2 %s whole program" % (engine, mode)
-        r = count(argv, engine=engine)
-        c.report(r, what, engine, None)
-        c.same_as_native(r, nat, what)
+    for times in ("1", "3"):
+        argv = [target("sighandler-O2"), mode, "10", times]
+        nat = native(argv)
+        c.ok(nat.rc == 0 and "handler ran %s times" % times in nat.out,
+             "native sighandler-O2 %s x%s" % (mode, times), nat)
+        for engine in ENGINES:
+            what = "%s sighandler-O2 %s x%s --start main" % (engine, mode, times)
+            r = count(argv, engine=engine, start="main")
+            rep = c.report(r, what, engine, {"start": "main", "stop": None})
+            c.same_as_native(r, nat, what)
+            c.ok(rep and rep["instructions"] > 100, what + ": main's instructions counted",
+                 rep and rep["instructions"])
 
 # sigmask: SIGTRAP reads back as blocked while the program has it blocked.
 argv = [target("sigmask")]

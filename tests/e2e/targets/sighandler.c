@@ -2,9 +2,10 @@
  * the handler runs tp_loop(N) (2N + 4 instructions), so the count of --start
  * work_with_signal with N minus the count with N = 0 is exactly 2N, which shows that the
  * handler's instructions are counted.
- * Usage: sighandler usr1|int3|trap|none N
+ * Usage: sighandler usr1|int3|trap|none N [TIMES]
  *   usr1: raise(SIGUSR1);  int3: an int3 instruction;  trap: raise(SIGTRAP)
- * (the program installs its own SIGUSR1 and SIGTRAP handlers). */
+ * (the program installs its own SIGUSR1 and SIGTRAP handlers, plain sigaction: the signal is
+ * blocked while its handler runs); TIMES (default 1): the region runs that many times. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 
 	if (argc < 3 || !strchr("uitn", argv[1][0])) {
-		fprintf(stderr, "usage: sighandler usr1|int3|trap|none N\n");
+		fprintf(stderr, "usage: sighandler usr1|int3|trap|none N [TIMES]\n");
 		return 2;
 	}
 	handler_n = strtoul(argv[2], NULL, 0);
@@ -52,7 +53,8 @@ int main(int argc, char **argv)
 		perror("sighandler: sigaction");
 		return 1;
 	}
-	work_with_signal(argv[1][0]);
+	for (long i = argc > 3 ? strtol(argv[3], NULL, 0) : 1; i > 0; i--)
+		work_with_signal(argv[1][0]);
 	printf("sighandler %s %lu: handler ran %d times\n", argv[1], handler_n, (int)runs);
 	return 0;
 }
