@@ -325,7 +325,9 @@ static int step(struct engine *e, struct pthread *t, unsigned kind)
 
 	if (t->mask_check && !tp_proc_get_sigmask(t->tid, &t->mask))
 		t->mask_check = false;
-	if (kind == TP_INSN_SYSCALL) {
+	/* (a step over one of our breakpoints, with the other threads stopped, stays a step:
+	 * on_step() puts the breakpoint back) */
+	if (kind == TP_INSN_SYSCALL && !t->over) {
 		bool blocked = !t->mask_check && (t->mask & TRAP_BIT);
 
 		t->mask_check = true;
