@@ -13,6 +13,11 @@ void tp_cli_catch_signals(bool sigint_stops);
 /* Print "tracepad CMD: message" on stderr. */
 void tp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A getopt error (getopt prints nothing: opterr is 0) as one line, "tracepad CMD: unknown
+ * option '--x' (see 'tracepad CMD --help')" or "... option '-p' needs a value ...", for the
+ * option string @optstring.  Returns the exit status, 2. */
+int tp_cli_bad_option(const char *cmd, char *const *argv, const char *optstring);
+
 /* Path of libtracepad-agent.so next to this executable (build tree or install prefix), or
  * NULL; TRACEPAD_AGENT overrides. */
 const char *tp_cli_agent_path(void);

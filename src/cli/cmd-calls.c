@@ -124,7 +124,7 @@ int cmd_calls(int argc, char **argv)
 			free(plugins);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
+			tp_cli_bad_option("calls", argv, "+e:cTfo:p:h");
 			goto bad;
 		}
 	}

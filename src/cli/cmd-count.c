@@ -122,8 +122,7 @@ int cmd_count(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
-			return 2;
+			return tp_cli_bad_option("count", argv, "+o:p:h");
 		}
 	}
 	o.argv = argv + optind;

@@ -192,9 +192,8 @@ int cmd_dump(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
 			tp_cli_filter_free(&d.filter);
-			return 2;
+			return tp_cli_bad_option("dump", argv, "o:e:h");
 		}
 	}
 	if (d.filter.from_ns > d.filter.to_ns) {

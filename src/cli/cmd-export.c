@@ -61,8 +61,7 @@ int cmd_export(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
-			return 2;
+			return tp_cli_bad_option("export", argv, "o:h");
 		}
 	}
 	if (optind != argc - 1) {

@@ -212,7 +212,8 @@ int cmd_markers(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2) {
-		fputs(usage_text, stderr);
+		tp_cli_error("markers", "which subcommand? (list, enable, disable, record; see "
+					"'tracepad markers --help')");
 		return 2;
 	}
 	sub = argv[1];
@@ -242,8 +243,7 @@ int cmd_markers(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
-			return 2;
+			return tp_cli_bad_option("markers", argv, "+p:e:t:h");
 		}
 	}
 	if ((glob || dir || duration) && strcmp(sub, "record"))

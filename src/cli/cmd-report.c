@@ -129,8 +129,7 @@ int cmd_report(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		default:
-			fputs(usage_text, stderr);
-			return 2;
+			return tp_cli_bad_option("report", argv, "o:h");
 		}
 	}
 	if (optind != argc - 1) {

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +46,37 @@ void tp_cli_error(const char *cmd, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int tp_cli_bad_option(const char *cmd, char *const *argv, const char *optstring)
+{
+	const char *arg = optind > 0 ? argv[optind - 1] : "";
+	const char *known = optopt > 0 && optopt < 256 ? strchr(optstring, optopt) : NULL;
+
+	if (!optopt)
+		tp_cli_error(cmd, "unknown option '%s' (see 'tracepad %s --help')", arg, cmd);
+	else if (!strncmp(arg, "--", 2))
+		tp_cli_error(cmd, "option '%.*s' %s (see 'tracepad %s --help')",
+			     (int)strcspn(arg, "="), arg,
+			     strchr(arg, '=') ? "takes no value" : "needs a value", cmd);
+	else if (known && known[1] == ':')
+		tp_cli_error(cmd, "option '-%c' needs a value (see 'tracepad %s --help')", optopt,
+			     cmd);
+	else
+		tp_cli_error(cmd, "unknown option '-%c' (see 'tracepad %s --help')", optopt, cmd);
+	return 2;
+}
+
+/* The subcommand being run, for the prefix of log lines. */
+static const char *cur_cmd;
+
 static void log_to_stderr(enum tp_log_level level, const char *fmt, va_list ap)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};
 
 	if (level > TP_LOG_WARN && !getenv("TRACEPAD_DEBUG"))
 		return;
-	fprintf(stderr, "tracepad: %s: ", names[level]);
+	/* the same prefix as the command's own errors: "tracepad CMD: warning: ..." */
+	fprintf(stderr, "tracepad%s%s: %s: ", cur_cmd ? " " : "", cur_cmd ? cur_cmd : "",
+		names[level]);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 }
@@ -125,6 +150,7 @@ int main(int argc, char **argv)
 	const struct command *cmd;
 
 	tp_log_set_callback(log_to_stderr);
+	opterr = 0; /* the commands say what is wrong in one line: tp_cli_bad_option() */
 	if (!name) {
 		usage(stderr);
 		return 2;
@@ -152,8 +178,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	cmd = find_command(name);
-	if (cmd)
+	if (cmd) {
+		cur_cmd = name;
 		return cmd->fn(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "tracepad: unknown command '%s' (try 'tracepad help')\n", name);
 	return 2;
 }
