@@ -3,8 +3,9 @@
 # exact apt-get line and fails (as another user).  Usage: scripts/deps.sh [build|bench]
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libzydis-dev libelf-dev libdw-dev libunwind-dev
-babeltrace2 python3 coreutils gzip valgrind libc6-dbg"
-# valgrind is in the test suite too: the memory plugin's totals are compared with memcheck's;
+babeltrace2 python3 coreutils gzip valgrind libc6-dbg sqlite3 pigz strace"
+# valgrind is in the test suite too: the memory plugin's totals are compared with memcheck's,
+# also on sqlite3 and pigz (strace: the calls tests compare process events with it);
 # libc6-dbg: count names ld.so's and libc's functions from their debug files (tests/cli)
 if [ "${1:-build}" = bench ]; then
 	pkgs="$pkgs ltrace liblttng-ust-dev lttng-tools"

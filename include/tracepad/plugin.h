@@ -76,6 +76,13 @@ struct tracepad_host {
 	 * first release: NULL from an older tracepad. */
 	int (*maps)(void *ctx, int pid, int (*fn)(void *arg, const struct tracepad_map *m),
 		    void *arg);
+	/* Before a traced process ends through libc's _exit() (where exit() ends too) while it
+	 * has a single thread, make it call @function ("object:name", no arguments, e.g.
+	 * "libc:__libc_freeres", as valgrind does at exit) first, its calls traced as any;
+	 * several are called in the order given, the process then exits as it asked.  Only
+	 * from tracepad_plugin_init(); at most 4.  Returns 0, -ENOSPC or -ENOMEM.  Added after
+	 * the first release: NULL from an older tracepad. */
+	int (*exit_call)(void *ctx, const char *function);
 };
 
 struct tracepad_plugin {

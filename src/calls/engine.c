@@ -253,7 +253,8 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 
 	if (f)
 		return -EEXIST;
-	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION || kind == F_EXEC)
+	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION || kind == F_EXEC ||
+	    kind == F_EXIT)
 		flags = no_return_hook(name) || addr == im->entry ? 0 : TP_BP_RETURN;
 	r = tp_bp_insert(im->bps, tid, addr, flags);
 	if (r && r != -EEXIST) {
@@ -345,7 +346,13 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		for (int k = 0; k < f->nnames && kind == F_TRACED; k++)
 			if ((kind = internal_kind(f->names[k])) != F_TRACED)
 				name = f->names[k];
-		if ((kind == F_TRACED || kind == F_SIGACTION || kind == F_EXEC) && want) {
+		for (int k = 0; k < f->nnames && kind == F_TRACED && s->nexit_calls; k++)
+			if (o == im->libc && !strcmp(f->names[k], "_exit")) {
+				kind = F_EXIT;
+				name = f->names[k];
+			}
+		if ((kind == F_TRACED || kind == F_SIGACTION || kind == F_EXEC || kind == F_EXIT) &&
+		    want) {
 			const char *sel = selected_name(s, im, o, f);
 
 			if (sel && kind != F_TRACED)

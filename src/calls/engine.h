@@ -32,7 +32,11 @@ enum fkind {
 	F_REHOOK,    /* where _Unwind_Backtrace returns to: hook the frames again */
 	F_SIGACTION, /* libc's sigaction: follow the program's SIGTRAP disposition */
 	F_EXEC,	     /* libc's execve: calls that returned without a stop are reported first */
+	F_EXIT,	     /* libc's _exit, when plugins asked for exit calls (tracepad_host) */
 };
+
+/* Plugins' exit calls (tracepad_host.exit_call), at most this many. */
+#define TP_CALLS_EXIT_CALLS 4
 
 struct object {
 	char *path;
@@ -85,6 +89,9 @@ struct image {
 	 * hit while SIGTRAP is ignored or blocked makes the kernel reset it to SIG_DFL. */
 	bool trap_custom;
 	uint64_t trap_act[4]; /* struct kernel_sigaction: handler, flags, restorer, mask */
+	/* The exit calls: how many were started, and _exit's registers at its first hit. */
+	int exit_next;
+	struct user_regs_struct exit_regs;
 };
 
 /* A call in flight. */
@@ -138,7 +145,15 @@ struct session {
 	int status; /* exit status of the launched program */
 	bool launched;
 	bool started;
+	char *exit_calls[TP_CALLS_EXIT_CALLS]; /* "object:name", from the plugins */
+	int nexit_calls;
 };
+
+/* At a stop at libc's _exit (F_EXIT) with the trap's registers @regs: start the next exit
+ * call (1: the thread runs it), or, when none is left, put back the registers _exit was
+ * entered with into @regs and the thread (0: handle the stop as a hit of _exit). */
+int tp_calls_exit_detour(struct session *s, struct image *im, struct thread *t,
+			 struct user_regs_struct *regs);
 
 uint64_t tp_calls_now_ns(void);
 /* stops.c: threads and stops.  tp_calls_handle() takes one event of the event loop;

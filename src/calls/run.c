@@ -68,6 +68,20 @@ static int host_select(void *ctx, const char *pattern)
 	return r;
 }
 
+static int host_exit_call(void *ctx, const char *function)
+{
+	struct session *s = ctx;
+	char *f;
+
+	if (s->nexit_calls == TP_CALLS_EXIT_CALLS)
+		return -ENOSPC;
+	f = strdup(function);
+	if (!f)
+		return -ENOMEM;
+	s->exit_calls[s->nexit_calls++] = f;
+	return 0;
+}
+
 static bool subst_return(void *arg, pid_t tid, uint64_t addr, uint64_t *val)
 {
 	struct image *im = arg;
@@ -367,6 +381,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	    .regs = host_regs,
 	    .threads = host_threads,
 	    .maps = tp_plugin_host_maps,
+	    .exit_call = host_exit_call,
 	};
 	s.plugins = tp_plugins_new(&s.host);
 	if (!s.plugins)
@@ -452,6 +467,8 @@ out:
 	if (o->summary && s.started)
 		print_summary(&s);
 	tp_plugins_free(s.plugins);
+	while (s.nexit_calls)
+		free(s.exit_calls[--s.nexit_calls]);
 	if (s.trace && tp_calls_trace_close(s.trace) && !ret)
 		ret = 1;
 	fflush(o->out);

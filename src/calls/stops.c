@@ -512,6 +512,11 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	f = tp_calls_func_find(im, regs.rip - 1);
 	if (f && f->kind == F_EXEC)
 		reap_image(s, im, t, regs.rsp); /* the returns go with the old image */
+	if (f && f->kind == F_EXIT) {
+		r = tp_calls_exit_detour(s, im, t, &regs);
+		if (r)
+			return r < 0 && r != -ESRCH ? r : 0;
+	}
 	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
 	if (r == 0)
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
@@ -532,6 +537,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	} else if (f) { /* the entry's function, found before the hit */
 		switch (f->kind) {
 		case F_EXEC:
+		case F_EXIT:
 		case F_TRACED:
 		case F_SIGACTION:
 			on_entry(s, t, f, &st, &regs, now);

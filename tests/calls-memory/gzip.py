@@ -56,8 +56,12 @@ with tempfile.TemporaryDirectory(prefix="tp-mem-gzip-") as d:
 
     runs([gzip, "-9", "-c", "input.txt"], "gzip -9 -c")
     runs([gzip, "-9", "-k", "-f", "-v", "input.txt"], "gzip -9 -k -f -v", "input.txt.gz")
-    t = runs([gzip, "-l", "input.txt.gz"], "gzip -l")
+    runs([gzip, "-l", "input.txt.gz"], "gzip -l")
+    t = tracepad([gzip, "-l", "input.txt.gz"], cwd=os.path.join(d, "tracepad"),
+                 plugin="memory:freeres=no")
     check(t.report.kinds.get("still reachable", (0, 0))[1] >= 1,
-          "gzip -l: stdout's buffer is still reachable", t.report)
+          "gzip -l, freeres=no: stdout's buffer is still reachable", t.report)
+    same_as_memcheck(t, memcheck([gzip, "-l", "input.txt.gz"], cwd=os.path.join(d, "memcheck"),
+                                 freeres=False), "gzip -l, freeres=no")
     runs([gzip, "-d", "-c", "input.txt.gz"], "gzip -d -c")
 done()

@@ -59,5 +59,9 @@ check(len(stack77) == 1, "a block only main's stack holds (77 bytes) is still re
 check(rep.kinds.get("definitely lost") == (300143, 5) and
       rep.kinds.get("indirectly lost") == (728, 15),
       "definitely lost: 300143 bytes in 5 blocks, indirectly lost: 728 in 15", rep.totals())
-same_as_memcheck(r, memcheck(argv), "indirect")
+# A second thread is alive at exit: tracepad does not run glibc's exit-time frees then (it
+# says so), where memcheck kills the thread first and runs them.
+check("glibc's exit-time frees were not run" in r.report.text,
+      "indirect: the report says the exit-time frees were not run (2 threads at exit)", r)
+same_as_memcheck(r, memcheck(argv, freeres=False), "indirect")
 done()

@@ -18,18 +18,17 @@ VALGRIND = sys.argv[2] if len(sys.argv) > 2 else ""
 TIMEOUT = 240
 KINDS = ("definitely lost", "indirectly lost", "possibly lost", "still reachable")
 
-# memcheck's view made comparable with tracepad's, which sees the program as it exits:
-# - --run-libc-freeres=no, --run-cxx-freeres=no: memcheck would otherwise make glibc (and
-#   libstdc++) free their own buffers before the check, which no normal exit does;
+# memcheck with its defaults but for:
 # - --default-suppressions=no: nothing hidden in a "suppressed" category;
-# - --leak-check-heuristics=none: memcheck's C++ heuristics (std::string, new[], multiple
-#   inheritance, length64) turn some interior pointers into "still reachable"; the plugin
-#   takes every interior pointer as memcheck does without them;
 # - --num-callers=12: the plugin's backtrace depth.
+# Like memcheck, the plugin makes glibc (and libstdc++) free their own buffers at exit
+# (__libc_freeres) and applies memcheck's leak-check heuristics; with the plugin's
+# freeres=no, memcheck runs with --run-libc-freeres=no --run-cxx-freeres=no.
 MEMCHECK_OPTS = ["--tool=memcheck", "--leak-check=full", "--show-leak-kinds=all",
-                 "--errors-for-leak-kinds=none", "--run-libc-freeres=no",
-                 "--run-cxx-freeres=no", "--default-suppressions=no",
-                 "--leak-check-heuristics=none", "--num-callers=12"]
+                 "--errors-for-leak-kinds=none", "--default-suppressions=no",
+                 "--num-callers=12"]
+NO_FREERES = ["--run-libc-freeres=no", "--run-cxx-freeres=no"]
+
 
 def target(name):
     return os.path.join(TARGETS, name)
@@ -113,20 +112,20 @@ class Run(runlib.Run):
         return "rc=%r stderr=%r report=%r" % (self.rc, self.err[-2000:], self.report)
 
 
-def _run(argv, cwd):
+def _run(argv, cwd, env=None):
     """stdin inherited, as the programs always ran here."""
-    return runlib.run(argv, TIMEOUT, cwd=cwd, stdin=None, text=False, cls=Run)
+    return runlib.run(argv, TIMEOUT, cwd=cwd, env=env, stdin=None, text=False, cls=Run)
 
 
 def native(argv, cwd=None):
     return _run(argv, cwd)
 
 
-def tracepad(argv, cwd=None, plugin="memory"):
+def tracepad(argv, cwd=None, plugin="memory", env=None):
     """argv under `tracepad calls --plugin memory`, only the allocator traced; stdout a pipe."""
     with tempfile.NamedTemporaryFile(prefix="tp-mem-", suffix=".txt") as f:
         r = _run([TRACEPAD, "calls", "-c", "-e", "!*", "-o", f.name, "--plugin", plugin, "--"]
-                 + argv, cwd)
+                 + argv, cwd, env)
         text = open(f.name, errors="replace").read()
     lines = text.splitlines()
     r.err = r.err.decode(errors="replace")
@@ -134,11 +133,12 @@ def tracepad(argv, cwd=None, plugin="memory"):
     return r
 
 
-def memcheck(argv, cwd=None):
+def memcheck(argv, cwd=None, freeres=True, env=None):
     if not VALGRIND:
         return None
     with tempfile.NamedTemporaryFile(prefix="tp-vg-", suffix=".txt") as f:
-        r = _run([VALGRIND] + MEMCHECK_OPTS + ["--log-file=" + f.name] + argv, cwd)
+        r = _run([VALGRIND] + MEMCHECK_OPTS + ([] if freeres else NO_FREERES)
+                 + ["--log-file=" + f.name] + argv, cwd, env)
         text = open(f.name, errors="replace").read()
     lines = [re.sub(r"^==\d+== ?", "", ln) for ln in text.splitlines()]
     r.err = r.err.decode(errors="replace")
@@ -161,3 +161,23 @@ def same_as_memcheck(tp, vg, what, usage=True):
         check(tp.report.usage == vg.report.usage,
               what + ": allocs, frees and bytes allocated equal memcheck's",
               "tracepad %r memcheck %r" % (tp.report.usage, vg.report.usage))
+
+
+def memcheck_env(env=None):
+    """The environment a program gets under valgrind, with the variables valgrind adds renamed
+    (same lengths) so that a native run sees as many variables of the same sizes without
+    their effect: a program that copies its environment (python) allocates the same."""
+    base = dict(os.environ if env is None else env)
+    if not VALGRIND:
+        return base
+    r = runlib.run([VALGRIND, "--tool=none", "-q", "/usr/bin/env", "-0"], TIMEOUT, env=base,
+                   text=False)
+    out = dict(kv.split(b"=", 1) for kv in r.out.split(b"\0") if b"=" in kv)
+    mirrored = dict(base)
+    for k, v in out.items():
+        k, v = k.decode(errors="replace"), v.decode(errors="replace")
+        if k in ("LD_PRELOAD", "LD_LIBRARY_PATH") and base.get(k) != v:
+            k = "TP" + k[2:]
+        if k != "_":
+            mirrored[k] = v
+    return mirrored

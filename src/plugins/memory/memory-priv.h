@@ -125,6 +125,7 @@ struct mem {
 	struct tracepad_host h;
 	unsigned bt_depth;
 	bool summary_only;
+	bool no_freeres; /* freeres=no: libc's and libstdc++'s exit-time frees not run */
 	struct mem_proc *procs;
 	struct mem_thread *threads;
 	struct site **sites; /* sites[0] unused */

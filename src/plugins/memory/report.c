@@ -22,6 +22,7 @@ struct lblock {
 	uint64_t indirect;	 /* bytes of the blocks its clique holds (definitely lost ones) */
 	uint32_t site;
 	uint8_t state;
+	uint8_t heur; /* still reachable only through a heuristic's interior pointer */
 	bool mmapped;
 };
 
@@ -41,7 +42,9 @@ struct scan {
 	size_t nstack, stack_cap;
 	uint64_t *buf; /* read buffer */
 	size_t buf_words;
-	bool short_read; /* part of a block could not be read */
+	bool short_read;	 /* part of a block could not be read */
+	const struct pmap *maps; /* the process's mappings, in address order */
+	size_t nmaps;
 };
 
 static int cmp_lblock(const void *a, const void *b)
@@ -89,6 +92,89 @@ static int push(struct scan *s, size_t i)
 	return 0;
 }
 
+/* ---- memcheck's leak-check heuristics (--leak-check-heuristics=all, its default) ----
+ * Interior pointers that C++ runtimes and sqlite keep to their blocks as a rule make the
+ * block reachable as a start pointer would: the length and capacity before a (pre-C++11)
+ * std::string's characters, a 64-bit length before the data (sqlite), the element count
+ * before a new[] array, a second base's vtable pointer (multiple inheritance). */
+enum { H_NONE, H_STDSTRING, H_LENGTH64, H_NEWARRAY, H_MULTIPLE, H_N };
+static const char *const heur_names[H_N] = {
+    [H_STDSTRING] = "stdstring",
+    [H_LENGTH64] = "length64",
+    [H_NEWARRAY] = "newarray",
+    [H_MULTIPLE] = "multipleinheritance",
+};
+#define VTABLE_WORDS 20 /* words of a vtable looked at for two function pointers */
+
+static bool read_word(struct scan *s, uint64_t a, uint64_t *w)
+{
+	return !(a & 7) && s->m->h.read(s->m->h.ctx, s->pid, a, w, 8) == 8;
+}
+
+/* The mapping of a file that holds @a, or NULL. */
+static const struct pmap *file_map_of(const struct scan *s, uint64_t a)
+{
+	size_t lo = 0, hi = s->nmaps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->maps[mid].end <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == s->nmaps || s->maps[lo].start > a || s->maps[lo].path[0] != '/')
+		return NULL;
+	return &s->maps[lo];
+}
+
+/* Does @a look like a vtable: in a readable file mapping, with two function pointers (into
+ * executable file mappings) before anything else but nulls? */
+static bool is_vtable(struct scan *s, uint64_t a)
+{
+	const struct pmap *pm = file_map_of(s, a), *fm;
+	uint64_t last, w;
+	int nfn = 0;
+
+	if (!pm || pm->perms[0] != 'r')
+		return false;
+	last = a + (VTABLE_WORDS - 1) * 8 < pm->end - 8 ? a + (VTABLE_WORDS - 1) * 8 : pm->end - 8;
+	for (; a <= last; a += 8) {
+		if (!read_word(s, a, &w))
+			return false;
+		if (!w)
+			continue;
+		fm = file_map_of(s, w);
+		if (!fm || fm->perms[2] != 'x')
+			return false;
+		if (++nfn == 2)
+			return true;
+	}
+	return false;
+}
+
+/* The heuristic by which interior pointer @v makes block @b reachable, or H_NONE. */
+static int heuristic(struct scan *s, const struct lblock *b, uint64_t v)
+{
+	uint64_t w0, w1, wv;
+
+	if (b->size >= 25 && v == b->addr + 24 && read_word(s, b->addr + 8, &w1) &&
+	    24 + w1 + 1 == b->size && read_word(s, b->addr, &w0) && w0 <= w1)
+		return H_STDSTRING;
+	if (b->size >= 8 && v == b->addr + 8 && read_word(s, b->addr, &w0) && w0) {
+		if (b->size - 8 == w0)
+			return H_LENGTH64;
+		if ((b->size - 8) % w0 == 0)
+			return H_NEWARRAY;
+	}
+	if (!(v & 7) && v + 8 <= b->addr + b->size && read_word(s, v, &wv) && !(wv & 7) &&
+	    wv >= 4096 && read_word(s, b->addr, &w0) && !(w0 & 7) && w0 >= 4096 &&
+	    is_vtable(s, wv) && is_vtable(s, w0))
+		return H_MULTIPLE;
+	return H_NONE;
+}
+
 /* One word that may point into a block, seen from a root or a block (@definite: from a root
  * or a still reachable block), or while collecting the clique of lost block @clique. */
 static int mark(struct scan *s, uint64_t v, bool definite, long clique)
@@ -105,9 +191,12 @@ static int mark(struct scan *s, uint64_t v, bool definite, long clique)
 	if (v != b->addr && v == b->next_chunk)
 		return 0;
 	if (clique < 0) {
-		if (b->state == ST_REACHABLE)
+		if (b->state == ST_REACHABLE) {
+			if (v == b->addr)
+				b->heur = H_NONE; /* reached by a start pointer after all */
 			return 0;
-		if (v == b->addr && definite) {
+		}
+		if (definite && (v == b->addr || (b->heur = (uint8_t)heuristic(s, b, v)))) {
 			b->state = ST_REACHABLE;
 			return push(s, i);
 		}
@@ -395,9 +484,10 @@ static void print_site(struct mem *m, int pid, uint32_t site)
 	}
 }
 
-static void report(struct mem *m, struct scan *s, const struct mem_proc *p)
+static void report(struct mem *m, struct scan *s, const struct mem_proc *p, int nthreads)
 {
 	uint64_t kb[ST_NKINDS] = {0}, kn[ST_NKINDS] = {0}, inuse = 0;
+	uint64_t hb[H_N] = {0}, hn[H_N] = {0};
 	FILE *out = m->h.out;
 	struct group *g = NULL;
 	size_t ng = 0;
@@ -405,6 +495,10 @@ static void report(struct mem *m, struct scan *s, const struct mem_proc *p)
 	for (size_t i = 0; i < s->n; i++) {
 		kb[s->b[i].state] += s->b[i].size;
 		kn[s->b[i].state]++;
+		if (s->b[i].state == ST_REACHABLE && s->b[i].heur) {
+			hb[s->b[i].heur] += s->b[i].size;
+			hn[s->b[i].heur]++;
+		}
 		inuse += s->b[i].size;
 	}
 	fprintf(out, "memory: pid %d: in use at exit: %" PRIu64 " bytes in %zu blocks\n", p->pid,
@@ -447,6 +541,20 @@ static void report(struct mem *m, struct scan *s, const struct mem_proc *p)
 	for (int k = 0; k < ST_NKINDS; k++)
 		fprintf(out, "memory: %18s: %" PRIu64 " bytes in %" PRIu64 " blocks\n",
 			kind_names[k], kb[k], kn[k]);
+	if (hn[H_STDSTRING] + hn[H_LENGTH64] + hn[H_NEWARRAY] + hn[H_MULTIPLE]) {
+		fprintf(out, "memory: %18s  of which reachable via heuristic:\n", "");
+		for (int h = H_STDSTRING; h < H_N; h++)
+			if (hn[h])
+				fprintf(out,
+					"memory: %18s    %-19s: %" PRIu64 " bytes in %" PRIu64
+					" blocks\n",
+					"", heur_names[h], hb[h], hn[h]);
+	}
+	if (!m->no_freeres && nthreads > 1)
+		fprintf(out,
+			"memory: pid %d: %d threads at exit: glibc's exit-time frees were not run "
+			"(memcheck runs them after killing the other threads)\n",
+			p->pid, nthreads);
 	if (m->lost_track)
 		fprintf(out,
 			"memory: pid %d: out of memory while tracking: blocks may be missing\n",
@@ -544,6 +652,8 @@ int tp_mem_leak_check(struct mem *m, struct mem_proc *p)
 			read_chunk(&s, &s.b[i]);
 		}
 	}
+	s.maps = maps;
+	s.nmaps = nmaps;
 	err = scan_roots(&s, p->xregs, p->nxregs, maps, nmaps);
 	if (err)
 		goto err_free;
@@ -558,7 +668,7 @@ int tp_mem_leak_check(struct mem *m, struct mem_proc *p)
 		if (err)
 			goto err_free;
 	}
-	report(m, &s, p);
+	report(m, &s, p, ntids);
 
 err_free:
 	free(maps);

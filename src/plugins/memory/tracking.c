@@ -290,12 +290,12 @@ static void record_alloc(struct mem *m, struct mem_proc *p, uint64_t addr, uint6
 		m->lost_track = true;
 }
 
+/* Only frees of blocks seen allocated count, as memcheck's do: glibc frees memory it got
+ * without malloc (a thread's tcache, at its exit), which memcheck never sees at all. */
 static void record_free(struct mem_proc *p, uint64_t addr)
 {
-	if (!addr)
-		return;
-	p->frees++;
-	blocks_drop(&p->blocks, addr);
+	if (addr && blocks_drop(&p->blocks, addr))
+		p->frees++;
 }
 
 static void mem_ret(void *priv, struct tracepad_call *c)
@@ -449,6 +449,8 @@ static int parse_args(struct mem *m, const char *args)
 
 		if (!strcmp(tok, "summary")) {
 			m->summary_only = true;
+		} else if (!strcmp(tok, "freeres=no") || !strcmp(tok, "freeres=yes")) {
+			m->no_freeres = tok[8] == 'n';
 		} else if (!strncmp(tok, "depth=", 6)) {
 			errno = 0;
 			v = strtoul(tok + 6, &end, 10);
@@ -459,7 +461,7 @@ static int parse_args(struct mem *m, const char *args)
 			}
 			m->bt_depth = v;
 		} else {
-			tp_err("memory: unknown argument %s (depth=N, summary)", tok);
+			tp_err("memory: unknown argument %s (depth=N, summary, freeres=no)", tok);
 			err = -EINVAL;
 			break;
 		}
@@ -492,6 +494,12 @@ int tp_plugin_memory_init(const struct tracepad_host *host, const char *args,
 		goto err_free;
 	err = host->select(host->ctx, MEM_SELECT);
 	if (err)
+		goto err_free;
+	/* As memcheck does at exit (--run-cxx-freeres, --run-libc-freeres): the memory the C++
+	 * and C libraries keep for the whole run is freed, and those frees counted. */
+	if (!m->no_freeres && host->exit_call &&
+	    ((err = host->exit_call(host->ctx, "libstdc++:_ZN9__gnu_cxx9__freeresEv")) ||
+	     (err = host->exit_call(host->ctx, "libc:__libc_freeres"))))
 		goto err_free;
 	*plugin = (struct tracepad_plugin){
 	    .name = "memory",
