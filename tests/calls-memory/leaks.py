@@ -5,6 +5,7 @@ NULL and 0 cases, reallocarray, posix_memalign, aligned_alloc, memalign, valloc,
 and only those are definitely lost, each with a backtrace naming its leaking function, stdout's
 buffer is freed at exit by glibc's __libc_freeres (still reachable with freeres=no), and the
 totals equal memcheck's on the same program, with and without its exit-time frees."""
+import json
 import os
 import sys
 
@@ -56,7 +57,7 @@ for exe in ("mem-leak3", "mem-leak3-O0"):
     same_as_memcheck(r, memcheck(argv), what)
 
     # Without the exit-time frees: stdout's buffer is still in use, and reachable.
-    r = tracepad(argv, plugin="memory:freeres=no")
+    r = tracepad(argv, plugin="memory:freeres=no,kinds=all")
     rep = r.report
     reach = rep.find("still reachable", "_IO_file_doallocate")
     check(len(reach) == 1 and reach[0]["bytes"] == 4096 and reach[0]["blocks"] == 1,
@@ -79,6 +80,35 @@ check(r.rc == 0 and len(lost) == 1 and len(lost[0]["frames"]) == 2
       and all(len(g["frames"]) <= 2 for g in r.report.groups),
       "--plugin memory:depth=2: backtraces of 2 frames (the allocator and its caller)",
       lost or r)
+# memcheck's default --show-leak-kinds: records of definite and possible leaks only.
+r = tracepad(argv, plugin="memory:freeres=no")
+check(r.rc == 0 and {g["kind"] for g in r.report.groups} == {"definitely lost"} and
+      r.report.kinds.get("still reachable") == (4096, 1),
+      "--plugin memory: records of lost blocks only, the reachable one in the summary", r)
+r = tracepad(argv, plugin="memory:kinds=reachable+definite,freeres=no")
+check(r.rc == 0 and {g["kind"] for g in r.report.groups} == {"definitely lost",
+                                                              "still reachable"},
+      "--plugin memory:kinds=reachable+definite: those kinds' records", r)
+r = tracepad(argv, plugin="memory:kinds=lost")
+check(r.rc != 0 and "kinds=" in r.err and not r.out,
+      "--plugin memory:kinds=lost: a clear error, the program not run", r)
+# JSON: one object a process, the same figures as the text.
+text = tracepad(argv, plugin="memory:kinds=all").report
+r = tracepad(argv, plugin="memory:json,kinds=all")
+try:
+    j = json.loads([ln for ln in r.report.text.splitlines()
+                    if ln.startswith('{"memory": ')][0])["memory"]
+except (ValueError, KeyError, IndexError) as e:
+    j = None
+    err = e
+check(j is not None and j["allocs"] == text.usage[0] and j["frees"] == text.usage[1] and
+      (j["in_use"]["bytes"], j["in_use"]["blocks"]) == text.in_use and
+      {k: (v["bytes"], v["blocks"]) for k, v in j["kinds"].items()} == text.totals() and
+      sorted((g["kind"], g["bytes"], g["blocks"]) for g in j["records"]) ==
+      sorted((g["kind"], g["bytes"], g["blocks"]) for g in text.groups) and
+      all(g["backtrace"] and "symbol" in g["backtrace"][0] for g in j["records"]),
+      "--plugin memory:json: one JSON object with the text report's figures and records",
+      j if j is not None else (err, r))
 r = tracepad(argv, plugin="memory:depth=lots")
 check(r.rc != 0 and "depth" in r.err and not r.out,
       "--plugin memory:depth=lots: a clear error, the program not run", r)

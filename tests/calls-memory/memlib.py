@@ -121,8 +121,9 @@ def native(argv, cwd=None):
     return _run(argv, cwd)
 
 
-def tracepad(argv, cwd=None, plugin="memory", env=None):
-    """argv under `tracepad calls --plugin memory`, only the allocator traced; stdout a pipe."""
+def tracepad(argv, cwd=None, plugin="memory:kinds=all", env=None):
+    """argv under `tracepad calls --plugin memory` (every kind's records shown, as memcheck's
+    --show-leak-kinds=all here), only the allocator traced; stdout a pipe."""
     with tempfile.NamedTemporaryFile(prefix="tp-mem-", suffix=".txt") as f:
         r = _run([TRACEPAD, "calls", "-c", "-e", "!*", "-o", f.name, "--plugin", plugin, "--"]
                  + argv, cwd, env)

@@ -126,6 +126,8 @@ struct mem {
 	unsigned bt_depth;
 	bool summary_only;
 	bool no_freeres; /* freeres=no: libc's and libstdc++'s exit-time frees not run */
+	bool json;	 /* the report as one JSON object a process */
+	unsigned kinds;	 /* bit per ST_* kind whose records are printed (kinds=) */
 	struct mem_proc *procs;
 	struct mem_thread *threads;
 	struct site **sites; /* sites[0] unused */
@@ -133,6 +135,37 @@ struct mem {
 	struct tp_hash site_index; /* hash of (pid, pcs) -> its index in sites */
 	bool lost_track;	   /* out of memory once: the report says so */
 };
+
+/* memcheck's leak-check heuristics (report.c). */
+enum { H_NONE, H_STDSTRING, H_LENGTH64, H_NEWARRAY, H_MULTIPLE, H_N };
+static const char *const heur_names[H_N] = {
+    [H_STDSTRING] = "stdstring",
+    [H_LENGTH64] = "length64",
+    [H_NEWARRAY] = "newarray",
+    [H_MULTIPLE] = "multipleinheritance",
+};
+
+/* Blocks of one kind allocated at one site. */
+struct leak_group {
+	uint8_t kind;
+	uint32_t site;
+	uint64_t blocks, bytes, indirect; /* indirect: bytes of the blocks they hold */
+};
+
+/* What the leak check found in one process. */
+struct leak_result {
+	int pid, nthreads;
+	uint64_t inuse_bytes, inuse_blocks;
+	uint64_t kind_bytes[ST_NKINDS], kind_blocks[ST_NKINDS];
+	uint64_t heur_bytes[H_N], heur_blocks[H_N]; /* still reachable through a heuristic */
+	struct leak_group *groups;		    /* largest first; NULL: summary only */
+	size_t ngroups;
+	bool short_read;
+};
+
+/* Print @r for process @p (whose memory is read through @pid), as text or JSON, the records
+ * of the kinds asked for (output.c). */
+void tp_mem_report(struct mem *m, int pid, const struct mem_proc *p, const struct leak_result *r);
 
 /* Sort the blocks process @p still holds as memcheck does and print the report; the process
  * is stopped at its exit.  Returns 0 or -errno. */

@@ -97,13 +97,6 @@ static int push(struct scan *s, size_t i)
  * block reachable as a start pointer would: the length and capacity before a (pre-C++11)
  * std::string's characters, a 64-bit length before the data (sqlite), the element count
  * before a new[] array, a second base's vtable pointer (multiple inheritance). */
-enum { H_NONE, H_STDSTRING, H_LENGTH64, H_NEWARRAY, H_MULTIPLE, H_N };
-static const char *const heur_names[H_N] = {
-    [H_STDSTRING] = "stdstring",
-    [H_LENGTH64] = "length64",
-    [H_NEWARRAY] = "newarray",
-    [H_MULTIPLE] = "multipleinheritance",
-};
 #define VTABLE_WORDS 20 /* words of a vtable looked at for two function pointers */
 
 static bool read_word(struct scan *s, uint64_t a, uint64_t *w)
@@ -436,12 +429,6 @@ static void read_chunk(struct scan *s, struct lblock *b)
 	}
 }
 
-struct group {
-	uint8_t kind;
-	uint32_t site;
-	uint64_t blocks, bytes, indirect;
-};
-
 static int cmp_kind_site(const void *a, const void *b)
 {
 	const struct lblock *x = a, *y = b;
@@ -453,7 +440,7 @@ static int cmp_kind_site(const void *a, const void *b)
 
 static int cmp_group(const void *a, const void *b)
 {
-	const struct group *x = a, *y = b;
+	const struct leak_group *x = a, *y = b;
 	uint64_t sx = x->bytes + x->indirect, sy = y->bytes + y->indirect;
 
 	if (sx != sy)
@@ -463,105 +450,44 @@ static int cmp_group(const void *a, const void *b)
 	return x->site < y->site ? -1 : x->site > y->site;
 }
 
-static void print_site(struct mem *m, int pid, uint32_t site)
-{
-	FILE *out = m->h.out;
-	const struct site *st = site ? m->sites[site] : NULL;
-
-	if (!st) {
-		fprintf(out, "    (no backtrace)\n");
-		return;
-	}
-	for (unsigned i = 0; i < st->n; i++) {
-		char sym[512] = "?";
-
-		/* The frames above the first are return addresses: the call is the byte before. */
-		if (!m->h.symbolize ||
-		    m->h.symbolize(m->h.ctx, pid, i ? st->pcs[i] - 1 : st->pcs[i], sym,
-				   sizeof(sym)) < 0)
-			snprintf(sym, sizeof(sym), "?");
-		fprintf(out, "    #%u 0x%" PRIx64 " %s\n", i, st->pcs[i], sym);
-	}
-}
-
+/* The totals and, unless only the summary is wanted, the records grouped by kind and
+ * allocation site, largest first; then the report. */
 static void report(struct mem *m, struct scan *s, const struct mem_proc *p, int nthreads)
 {
-	uint64_t kb[ST_NKINDS] = {0}, kn[ST_NKINDS] = {0}, inuse = 0;
-	uint64_t hb[H_N] = {0}, hn[H_N] = {0};
-	FILE *out = m->h.out;
-	struct group *g = NULL;
-	size_t ng = 0;
+	struct leak_result r = {
+	    .pid = p->pid, .nthreads = nthreads, .inuse_blocks = s->n, .short_read = s->short_read};
 
 	for (size_t i = 0; i < s->n; i++) {
-		kb[s->b[i].state] += s->b[i].size;
-		kn[s->b[i].state]++;
-		if (s->b[i].state == ST_REACHABLE && s->b[i].heur) {
-			hb[s->b[i].heur] += s->b[i].size;
-			hn[s->b[i].heur]++;
+		const struct lblock *b = &s->b[i];
+
+		r.kind_bytes[b->state] += b->size;
+		r.kind_blocks[b->state]++;
+		if (b->state == ST_REACHABLE && b->heur) {
+			r.heur_bytes[b->heur] += b->size;
+			r.heur_blocks[b->heur]++;
 		}
-		inuse += s->b[i].size;
+		r.inuse_bytes += b->size;
 	}
-	fprintf(out, "memory: pid %d: in use at exit: %" PRIu64 " bytes in %zu blocks\n", p->pid,
-		inuse, s->n);
-	fprintf(out,
-		"memory: pid %d: total heap usage: %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
-		" bytes allocated\n",
-		p->pid, p->allocs, p->frees, p->bytes);
 	if (!m->summary_only && s->n) {
 		qsort(s->b, s->n, sizeof(*s->b), cmp_kind_site);
-		g = calloc(s->n, sizeof(*g));
+		r.groups = calloc(s->n, sizeof(*r.groups));
 	}
-	if (g) {
-		for (size_t i = 0; i < s->n; i++) {
-			const struct lblock *b = &s->b[i];
+	for (size_t i = 0; r.groups && i < s->n; i++) {
+		const struct lblock *b = &s->b[i];
+		struct leak_group *g = &r.groups[r.ngroups - (r.ngroups > 0)];
 
-			if (!ng || g[ng - 1].kind != b->state || g[ng - 1].site != b->site)
-				g[ng++] = (struct group){.kind = b->state, .site = b->site};
-			g[ng - 1].blocks++;
-			g[ng - 1].bytes += b->size;
-			g[ng - 1].indirect += b->indirect;
+		if (!r.ngroups || g->kind != b->state || g->site != b->site) {
+			g = &r.groups[r.ngroups++];
+			*g = (struct leak_group){.kind = b->state, .site = b->site};
 		}
-		qsort(g, ng, sizeof(*g), cmp_group);
-		for (size_t i = 0; i < ng; i++) {
-			if (g[i].indirect)
-				fprintf(out,
-					"memory: %" PRIu64 " (%" PRIu64 " direct, %" PRIu64
-					" indirect) bytes in %" PRIu64 " blocks are %s\n",
-					g[i].bytes + g[i].indirect, g[i].bytes, g[i].indirect,
-					g[i].blocks, kind_names[g[i].kind]);
-			else
-				fprintf(out,
-					"memory: %" PRIu64 " bytes in %" PRIu64 " blocks are %s\n",
-					g[i].bytes, g[i].blocks, kind_names[g[i].kind]);
-			print_site(m, s->pid, g[i].site);
-		}
-		free(g);
+		g->blocks++;
+		g->bytes += b->size;
+		g->indirect += b->indirect;
 	}
-	fprintf(out, "memory: pid %d: leak summary:\n", p->pid);
-	for (int k = 0; k < ST_NKINDS; k++)
-		fprintf(out, "memory: %18s: %" PRIu64 " bytes in %" PRIu64 " blocks\n",
-			kind_names[k], kb[k], kn[k]);
-	if (hn[H_STDSTRING] + hn[H_LENGTH64] + hn[H_NEWARRAY] + hn[H_MULTIPLE]) {
-		fprintf(out, "memory: %18s  of which reachable via heuristic:\n", "");
-		for (int h = H_STDSTRING; h < H_N; h++)
-			if (hn[h])
-				fprintf(out,
-					"memory: %18s    %-19s: %" PRIu64 " bytes in %" PRIu64
-					" blocks\n",
-					"", heur_names[h], hb[h], hn[h]);
-	}
-	if (!m->no_freeres && nthreads > 1)
-		fprintf(out,
-			"memory: pid %d: %d threads at exit: glibc's exit-time frees were not run "
-			"(memcheck runs them after killing the other threads)\n",
-			p->pid, nthreads);
-	if (m->lost_track)
-		fprintf(out,
-			"memory: pid %d: out of memory while tracking: blocks may be missing\n",
-			p->pid);
-	if (s->short_read)
-		fprintf(out, "memory: pid %d: some blocks could not be read whole\n", p->pid);
-	fflush(out);
+	if (r.groups)
+		qsort(r.groups, r.ngroups, sizeof(*r.groups), cmp_group);
+	tp_mem_report(m, s->pid, p, &r);
+	free(r.groups);
 }
 
 /* The whole process is stopped at its exit: classify and report what it still holds. */

@@ -433,6 +433,37 @@ static void mem_fini(void *priv)
 	free(m);
 }
 
+/* "all" or kinds joined by '+' (memcheck's --show-leak-kinds, whose ',' separates the
+ * plugin's arguments here). */
+static int parse_kinds(const char *s, unsigned *kinds)
+{
+	static const char *const names[ST_NKINDS] = {
+	    [ST_DEFINITE] = "definite",
+	    [ST_INDIRECT] = "indirect",
+	    [ST_POSSIBLE] = "possible",
+	    [ST_REACHABLE] = "reachable",
+	};
+
+	*kinds = 0;
+	if (!strcmp(s, "all")) {
+		*kinds = (1u << ST_NKINDS) - 1;
+		return 0;
+	}
+	while (*s) {
+		size_t len = strcspn(s, "+");
+		int k;
+
+		for (k = 0; k < ST_NKINDS; k++)
+			if (strlen(names[k]) == len && !strncmp(names[k], s, len))
+				break;
+		if (k == ST_NKINDS)
+			return -EINVAL;
+		*kinds |= 1u << k;
+		s += len + (s[len] == '+');
+	}
+	return *kinds ? 0 : -EINVAL;
+}
+
 static int parse_args(struct mem *m, const char *args)
 {
 	char *copy, *tok, *save = NULL;
@@ -451,6 +482,16 @@ static int parse_args(struct mem *m, const char *args)
 			m->summary_only = true;
 		} else if (!strcmp(tok, "freeres=no") || !strcmp(tok, "freeres=yes")) {
 			m->no_freeres = tok[8] == 'n';
+		} else if (!strcmp(tok, "json")) {
+			m->json = true;
+		} else if (!strncmp(tok, "kinds=", 6)) {
+			err = parse_kinds(tok + 6, &m->kinds);
+			if (err) {
+				tp_err("memory: kinds= takes all or definite, indirect, possible, "
+				       "reachable joined by '+': %s",
+				       tok);
+				break;
+			}
 		} else if (!strncmp(tok, "depth=", 6)) {
 			errno = 0;
 			v = strtoul(tok + 6, &end, 10);
@@ -461,7 +502,9 @@ static int parse_args(struct mem *m, const char *args)
 			}
 			m->bt_depth = v;
 		} else {
-			tp_err("memory: unknown argument %s (depth=N, summary, freeres=no)", tok);
+			tp_err("memory: unknown argument %s (depth=N, summary, kinds=K+K, json, "
+			       "freeres=no)",
+			       tok);
 			err = -EINVAL;
 			break;
 		}
@@ -483,6 +526,7 @@ int tp_plugin_memory_init(const struct tracepad_host *host, const char *args,
 		return -ENOMEM;
 	m->h = *host;
 	m->bt_depth = BT_DEFAULT;
+	m->kinds = 1u << ST_DEFINITE | 1u << ST_POSSIBLE; /* memcheck's --show-leak-kinds */
 	m->sites_cap = 1024;
 	m->sites = calloc(m->sites_cap, sizeof(*m->sites));
 	m->nsites = 1;
