@@ -54,6 +54,9 @@ struct bp {
 	uint64_t slot;
 	uint64_t hits;
 	bool ret;	  /* TP_BP_RETURN */
+	bool site_ret;	  /* ...caught at the return site: the function reads its return address */
+	bool entry;	  /* planted by tp_bp_insert(): its hits are entries */
+	bool retsite;	  /* a return site: returns of site_ret calls are caught here */
 	uint8_t len;	  /* of the original instruction */
 	uint8_t slot_len; /* relocated copy, without the jmp back */
 	uint8_t orig[TP_ARCH_MAX_INSN_LEN];
@@ -99,10 +102,17 @@ struct quarantined {
  * unwinder runs in the thread), the real return address is back in place. */
 struct frame {
 	uint64_t sp, ret, func;
-	int32_t slot; /* its return stub (returns without a stop), or -1: the trampoline */
+	int32_t slot; /* its return stub (returns without a stop), or SLOT_TRAMP, SLOT_SITE */
 	bool unhooked;
 	bool borrowed; /* a vfork child's copy of its parent's frame: the slot is the parent's */
 };
+
+/* A frame's return goes through the trampoline; or, left in place, is caught at a breakpoint
+ * where it returns to (the function reads its return address: glibc's dlsym, dlopen). */
+#define SLOT_TRAMP -1
+#define SLOT_SITE -2
+/* Bytes of a TP_BP_RETURN function's code read for tp_arch_reads_return_slot(). */
+#define SITE_SCAN 256
 
 /* Frames dropped as unwound are kept a while: should one of them return after all (a stack
  * switch fooled the stack-pointer test), its return address is still known. */
@@ -147,9 +157,12 @@ static inline uint64_t tp_bp_rec_at(const struct tp_bps *b, uint32_t k)
 	return b->amap + ASYNC_CODE + (uint64_t)k * TP_RSTUB_REC_SIZE;
 }
 
-/* What a frame's return address is while it is hooked. */
+/* What a frame's return address is while it is hooked (a return site's frame leaves the
+ * real one in place). */
 static inline uint64_t tp_bp_hook_of(const struct tp_bps *b, const struct frame *f)
 {
+	if (f->slot == SLOT_SITE)
+		return f->ret;
 	return f->slot >= 0 ? tp_bp_stub_at(b, (uint32_t)f->slot) : b->tramp;
 }
 
@@ -183,5 +196,7 @@ int tp_bp_reap_frames(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t li
 struct shadow *tp_bp_shadow_of(struct tp_bps *b, pid_t tid, bool create);
 int tp_bp_shadow_reserve(struct shadow *s, unsigned n);
 int tp_bp_unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_stop *out);
+/* A breakpoint at return site @at (added when none is there); 0 or -errno. */
+int tp_bp_site_plant(struct tp_bps *b, pid_t tid, uint64_t at);
 
 #endif

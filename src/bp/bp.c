@@ -91,27 +91,42 @@ int tp_bp_poke(pid_t pid, uint64_t addr, bool on, uint8_t orig)
 
 int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 {
-	uint8_t buf[TP_ARCH_MAX_INSN_LEN], slot[SLOT_SIZE];
+	uint8_t buf[SITE_SCAN], slot[SLOT_SIZE];
 	struct tp_insn insn;
 	struct area *a;
 	struct bp *bp;
 	size_t rlen;
 	ssize_t got;
 	uint64_t at;
+	bool site_ret;
 	int r;
 
 	if (!addr)
 		return -EINVAL;
-	if (tp_bp_find(bps, addr))
+	bp = tp_bp_find(bps, addr);
+	if (bp && bp->entry)
 		return -EEXIST;
 	if ((flags & TP_BP_RETURN) && !bps->tramp) {
 		r = tp_bp_make_tramp(bps, tid, addr);
 		if (r)
 			return r;
 	}
-	got = tp_proc_read(bps->pid, addr, buf, sizeof(buf));
+	/* A function that reads its return slot is looked at beyond its first instruction. */
+	got = tp_proc_read(bps->pid, addr, buf,
+			   (flags & TP_BP_RETURN) && !(flags & TP_BP_RETURN_SITE)
+			       ? sizeof(buf)
+			       : TP_ARCH_MAX_INSN_LEN);
 	if (got <= 0)
 		return got < 0 ? (int)got : -EFAULT;
+	site_ret = (flags & TP_BP_RETURN) &&
+		   ((flags & TP_BP_RETURN_SITE) || tp_arch_reads_return_slot(buf, got, addr));
+	if (bp) {
+		/* A return site planted earlier becomes a function's entry too. */
+		bp->entry = true;
+		bp->ret = flags & TP_BP_RETURN;
+		bp->site_ret = site_ret;
+		return 0;
+	}
 	r = tp_arch_decode(buf, got, addr, &insn);
 	if (r)
 		return r;
@@ -141,6 +156,8 @@ int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 	a->used++;
 	bp->slot = at;
 	bp->ret = flags & TP_BP_RETURN;
+	bp->site_ret = site_ret;
+	bp->entry = true;
 	bp->len = insn.len;
 	bp->slot_len = rlen;
 	memcpy(bp->orig, buf, insn.len);
