@@ -44,9 +44,28 @@
 #define SIGNAL_STEPS_MAX 8
 #define LEAVE_STEPS_MAX 128
 
+/* Signatures at the start of the areas (an SSOL area's slot 0, the stubs' stub 0): a later
+ * attach finds what an earlier one left mapped (after a crash of tracepad, a thread that
+ * could not leave a slot, a stub that may still run) and reuses it instead of mapping more. */
+#define SSOL_MAGIC "tracepad ssol 1"
+#define STUBS_MAGIC "tracepad stubs1"
+struct ssol_head {
+	char magic[16];
+	uint32_t hazard; /* left with a thread maybe in a slot: never unmapped */
+};
+struct stubs_head {
+	char magic[16];
+	uint64_t size, code; /* ASYNC_SIZE, ASYNC_CODE */
+	uint32_t slots, stub_size, rec_size;
+	uint32_t written; /* stubs written (anext) */
+};
+/* Anonymous executable mappings looked at for leftovers. */
+#define LEFT_MAX 64
+
 struct area {
 	uint64_t base;
 	unsigned used; /* slots handed out */
+	bool keep;     /* an earlier detach left it with a hazard (ssol_head.hazard) */
 };
 
 struct bp {
@@ -88,6 +107,11 @@ struct tp_bps {
 	struct quarantined *aquar; /* slots of frames dropped while hooked */
 	unsigned naquar;
 	uint8_t (*rbuf)[TP_RSTUB_REC_SIZE]; /* REAP_MAX records */
+	/* Areas an earlier attach left (tp_bp_left_scan()). */
+	bool left_scanned;
+	uint64_t left_stubs; /* a stubs' area found, 0: none */
+	uint32_t *aheld;     /* its stubs that may still run: never handed out */
+	unsigned naheld;
 };
 
 /* The slot of a frame dropped while its stub was still its return address: it could still
@@ -183,12 +207,22 @@ int tp_bp_make_tramp(struct tp_bps *b, pid_t tid, uint64_t near);
 int tp_bp_unmap(struct tp_bps *b, pid_t tid, uint64_t base, uint64_t len);
 struct bp *tp_bp_in_slot(struct tp_bps *b, uint64_t pc);
 bool tp_bp_in_areas(struct tp_bps *b, uint64_t pc);
+/* Adopt the SSOL areas an earlier attach left in the process (into b->areas) and note its
+ * stubs' area (b->left_stubs), once per process image. */
+void tp_bp_left_scan(struct tp_bps *b);
+/* At detach: unmap the SSOL areas, or mark them as left with a hazard. */
+int tp_bp_areas_leave(struct tp_bps *b, pid_t tid);
 
 /* stubs.c: returns without a stop */
 int tp_bp_async_alloc(struct tp_bps *b);
 void tp_bp_slot_put(struct tp_bps *b, uint32_t slot);
 int32_t tp_bp_slot_get(struct tp_bps *b, pid_t tid);
 void tp_bp_drop_top(struct tp_bps *b, struct shadow *s);
+/* At detach, with every return address given back that could be: unmap the stubs' area when
+ * no stub can run any more, else leave it for a later attach.  @maybe (ASYNC_SLOTS bytes):
+ * 1 for slots whose frame's return address could not be given back (their stub may still
+ * run unless done); @busy: a thread could not be moved out of the stubs. */
+int tp_bp_stubs_leave(struct tp_bps *b, pid_t tid, uint8_t *maybe, bool busy);
 int tp_bp_reap_frames(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, bool strict,
 		      bool running, uint64_t word_at, uint64_t *word);
 

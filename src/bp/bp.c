@@ -38,6 +38,7 @@ void tp_bps_free(struct tp_bps *bps)
 	free(bps->sh);
 	free(bps->afree);
 	free(bps->aquar);
+	free(bps->aheld);
 	free(bps->rbuf);
 	free(bps);
 }
@@ -236,6 +237,7 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 	b->errno_tpoff = parent->errno_tpoff;
 	b->errno_known = parent->errno_known;
 	b->async_failed = parent->async_failed;
+	b->left_scanned = true; /* the parent's areas, copied */
 	if (parent->amap) {
 		if (tp_bp_async_alloc(b)) {
 			tp_bps_free(b);
@@ -245,8 +247,10 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 		b->anext = parent->anext;
 		b->nafree = parent->nafree;
 		b->naquar = parent->naquar;
+		b->naheld = parent->naheld;
 		memcpy(b->afree, parent->afree, b->nafree * sizeof(*b->afree));
 		memcpy(b->aquar, parent->aquar, b->naquar * sizeof(*b->aquar));
+		memcpy(b->aheld, parent->aheld, b->naheld * sizeof(*b->aheld));
 	}
 	return b;
 }
