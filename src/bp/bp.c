@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "bp/bp-priv.h"
 #include "proc/inject.h"
 
@@ -121,6 +122,9 @@ int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 		return got < 0 ? (int)got : -EFAULT;
 	site_ret = (flags & TP_BP_RETURN) &&
 		   ((flags & TP_BP_RETURN_SITE) || tp_arch_reads_return_slot(buf, got, addr));
+	if (site_ret && !(flags & TP_BP_RETURN_SITE))
+		tp_dbg("bp: 0x%llx reads its return address: its returns are caught where they go",
+		       (unsigned long long)addr);
 	if (bp) {
 		/* A return site planted earlier becomes a function's entry too. */
 		bp->entry = true;
