@@ -5,7 +5,8 @@ helper that tail-calls it, a dlopen only the calling library's RUNPATH ($ORIGIN/
 finds (dlcaller-O0/-O2), and a preloaded time() wrapper that finds the real one with
 dlsym(RTLD_NEXT) as libfaketime does (fakeclock).  With the default selection and with
 -e 'libc:dl*', launched and attached (-p): the program's output and exit status are the
-native ones, and the dl* calls are still shown with their return values."""
+native ones, and the dl* calls are still shown with their return values; dlcaller-O2 also
+with every return stopping (TRACEPAD_CALLS_SYNC=1: the tail call meets the trampoline)."""
 import os
 import re
 import subprocess
@@ -21,8 +22,10 @@ NOT_FOLLOWED = ("<return not followed>", "<unwound>", "<no return>")
 RET = re.compile(r"^(0x[0-9a-f]+|NULL)$")
 
 
-def env_of(name):
+def env_of(name, sync=False):
     env = dict(os.environ)
+    if sync:  # every return stops: tail calls of hooked functions meet the trampoline
+        env["TRACEPAD_CALLS_SYNC"] = "1"
     env.pop("LD_LIBRARY_PATH", None)  # meson's names the plugin's folder: RUNPATH alone must
     if name == "fakeclock":
         env["LD_PRELOAD"] = target("libfakeclock.so")
@@ -56,9 +59,9 @@ def calls_lines_ok(name, sel, r):
     return bad
 
 
-def launched(name, sel):
-    env = env_of(name)
-    nat = run([target(name)], env=env)
+def launched(name, sel, sync=False):
+    env = env_of(name, sync)
+    nat = run([target(name)], env=env_of(name))
     fd, path = tempfile.mkstemp(prefix="tp-callers-")
     os.close(fd)
     os.unlink(path)
@@ -66,7 +69,8 @@ def launched(name, sel):
     r.text = open(path).read() if os.path.exists(path) else ""
     if os.path.exists(path):
         os.unlink(path)
-    what = "%s %s, launched" % (name, " ".join(sel) or "(default selection)")
+    what = "%s %s, launched%s" % (name, " ".join(sel) or "(default selection)",
+                                  ", TRACEPAD_CALLS_SYNC=1" if sync else "")
     check(nat.rc == 0 and "WRONG" not in nat.out, "%s: native run passes its checks" % what, nat)
     check(r.rc == nat.rc and r.out == nat.out and r.err == nat.err,
           "%s: output and exit status as native" % what, "native %r\ntraced %r" % (nat, r))
@@ -140,4 +144,6 @@ for name in ("dlcaller-O0", "dlcaller-O2", "fakeclock"):
     for sel in SELECTIONS:
         nat = launched(name, sel)
         attached(name, sel, nat)
+        if name == "dlcaller-O2":
+            launched(name, sel, sync=True)
 done()
