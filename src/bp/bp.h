@@ -92,7 +92,9 @@ struct tp_bp_stop {
  * real return address), resume the task (unless TP_BP_HIT_STAY) and return 1; 0 when it is
  * not ours (pass SIGTRAP on); -errno on failure (-ENOENT: a return with no shadow frame,
  * task left stopped).  Shadow frames of calls unwound without returning (longjmp) are
- * dropped when a later entry or return of the thread finds a stack pointer above them. */
+ * dropped when a later entry or return of the thread finds a stack pointer above them.
+ * At a return site (TP_BP_RETURN_SITE), a call of the thread returning there is a RETURN
+ * (not async), anything else passing by a SITE stop. */
 int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out);
 /* Returns without a stop.  Once set, an entry hit with TP_BP_HIT_ASYNC replaces the return
@@ -167,7 +169,8 @@ int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *sl
  * A reported int3 stop that was not given to tp_bp_hit() is rewound too, except at a 1-byte
  * instruction (push %rbp), where pc = addr + 1 is also where the slot returns: pass every
  * reported hit to tp_bp_hit() first.  Then restores and reads back every original byte,
- * writes back every return address the trampoline holds, and unmaps the areas.  Leaves
+ * writes back every return address the trampoline holds, and unmaps the areas (the return
+ * stubs' when none can run any more; areas left mapped are reused by a later attach).  Leaves
  * every task stopped: tp_proc_detach() next.  Returns 0, -EIO when a byte did not read back
  * as the original, or -errno. */
 int tp_bp_remove_all(struct tp_bps *bps);
