@@ -227,8 +227,9 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			r = give_back(bps, f->sp, tp_bp_hook_of(bps, f), f->ret, NULL);
 			if (r < 0 && !err)
 				err = r;
-			/* Not given back: its stub may still run (a signal frame holds it). */
-			if (r != 1 && maybe && f->slot >= 0 && !f->borrowed)
+			/* Not given back: its stub may still run (a signal frame holds it),
+			 * unless an unwinder's walk has the real address in place. */
+			if (r != 1 && maybe && f->slot >= 0 && !f->borrowed && !f->unhooked)
 				maybe[f->slot] = 1;
 		}
 		s->n = 0;
