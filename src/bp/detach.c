@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/procfs.h"
 #include "bp/bp-priv.h"
 #include "proc/guard.h"
 #include "proc/inject.h"
@@ -156,6 +157,77 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 	return tp_bp_in_areas(b, pc) && !tp_bp_in_stubs(b, pc) ? -EIO : 0;
 }
 
+/* Stack words looked at a thread at detach, at most (its live part, above the stack
+ * pointer), and a read's size. */
+#define SCAN_STACK_MAX (8u << 20)
+#define SCAN_CHUNK (64u << 10)
+
+struct maps_vec {
+	uint64_t (*m)[2];
+	unsigned n, cap;
+};
+
+static int maps_add(void *arg, const struct tp_maps_ent *e)
+{
+	struct maps_vec *v = arg;
+
+	if (v->n == v->cap) {
+		unsigned ncap = v->cap ? 2 * v->cap : 256;
+		void *m = realloc(v->m, ncap * sizeof(*v->m));
+
+		if (!m)
+			return -ENOMEM;
+		v->m = m;
+		v->cap = ncap;
+	}
+	v->m[v->n][0] = e->start;
+	v->m[v->n++][1] = e->end;
+	return 0;
+}
+
+/* Does a live stack word of a thread point into the stubs (*@stubs) or an SSOL area (*@ssol)?
+ * A signal handler's frame may hold one that no shadow frame knows (a signal that came
+ * between a stub's "done" and its ret); so may a stale local, which only keeps the area
+ * mapped for a later attach.  -errno when the stacks could not be read. */
+static int stacks_point_in(struct tp_bps *b, const pid_t *tids, int n, bool *stubs, bool *ssol)
+{
+	struct maps_vec v = {0};
+	uint64_t *buf;
+	int r = tp_maps_foreach(b->pid, maps_add, &v);
+
+	buf = r ? NULL : malloc(SCAN_CHUNK);
+	if (!buf) {
+		free(v.m);
+		return r ? r : -ENOMEM;
+	}
+	for (int i = 0; i < n && i < TASKS_MAX; i++) {
+		struct user_regs_struct regs;
+		uint64_t end = 0, at;
+
+		if (tp_proc_get_regs(tids[i], &regs))
+			continue;
+		for (unsigned k = 0; k < v.n; k++)
+			if (regs.rsp >= v.m[k][0] && regs.rsp < v.m[k][1])
+				end = v.m[k][1];
+		if (end - regs.rsp > SCAN_STACK_MAX)
+			end = regs.rsp + SCAN_STACK_MAX;
+		for (at = regs.rsp & ~7ull; at < end; at += SCAN_CHUNK) {
+			size_t len = end - at < SCAN_CHUNK ? end - at : SCAN_CHUNK;
+			ssize_t got = tp_proc_read(b->pid, at, buf, len);
+
+			for (ssize_t w = 0; w < got / 8; w++) {
+				*stubs |= tp_bp_in_stubs(b, buf[w]);
+				*ssol |= !tp_bp_in_stubs(b, buf[w]) && tp_bp_in_areas(b, buf[w]);
+			}
+			if (got < (ssize_t)len)
+				break;
+		}
+	}
+	free(buf);
+	free(v.m);
+	return 0;
+}
+
 /* Put return address @ret back at @sp if @hook is still there (else the frame is gone):
  * 1 when it was, 0 when not, -errno.  *@word (may be NULL): what was there (0: unreadable). */
 static int give_back(struct tp_bps *b, uint64_t sp, uint64_t hook, uint64_t ret, uint64_t *word)
@@ -245,6 +317,14 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			maybe[q->slot] = 1;
 	}
 	bps->naquar = 0;
+	if ((bps->amap || bps->nareas) && n > 0) {
+		bool ssol = false;
+
+		if (stacks_point_in(bps, tids, n, &busy, &ssol))
+			busy = ssol = true;
+		if (ssol)
+			bps->keep_areas = true;
+	}
 	bps->tramp = 0;
 	/* Nothing runs in the areas any more: give the address space back (unless a thread
 	 * could not be moved out of a slot: then they stay, marked for a later attach). */
