@@ -164,8 +164,10 @@ static void adopt_ssol(struct tp_bps *b, uint64_t base, uint8_t *buf)
 	for (unsigned i = 0; i < b->nareas; i++)
 		if (b->areas[i].base == base)
 			return;
-	if (tp_proc_read(b->pid, base, buf, AREA_SIZE) != AREA_SIZE ||
-	    memcmp(h->magic, SSOL_MAGIC, sizeof(SSOL_MAGIC)))
+	/* The signature first: most anonymous r-x memory is a JIT's. */
+	if (tp_proc_read(b->pid, base, buf, sizeof(*h)) != sizeof(*h) ||
+	    memcmp(h->magic, SSOL_MAGIC, sizeof(SSOL_MAGIC)) ||
+	    tp_proc_read(b->pid, base, buf, AREA_SIZE) != AREA_SIZE)
 		return;
 	for (used = AREA_SIZE / SLOT_SIZE; used > 1; used--) {
 		const uint8_t *slot = buf + (used - 1) * SLOT_SIZE;
