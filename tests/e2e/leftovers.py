@@ -38,18 +38,21 @@ try:
           "a crashed tracepad left its areas mapped (%d -> %d mappings), the target runs"
           % (base, after_crash), "rc=%r err=%r" % (c.returncode, c.stderr[-500:]))
 
-    counts, bad = [], []
+    counts, bad, traced = [], [], 0
     for i in range(CYCLES):
         r = calls(["--duration", "0.2", "-c", "--json", "-e", "callloop:work"], pid=p.pid,
                   timeout=60)
-        s = r.summary() or {}
-        work = [f for f in s.get("functions", []) if f.get("function") == "work"]
-        if r.rc != 0 or not work or work[0]["calls"] <= 0 or p.poll() is not None:
+        s = r.summary()
+        work = [f for f in (s or {}).get("functions", []) if f.get("function") == "work"]
+        # A loaded machine may spend a cycle's 0.2 s attaching: no call is then seen.
+        traced += bool(work and work[0]["calls"] > 0)
+        if r.rc != 0 or s is None or s.get("pids") != [p.pid] or p.poll() is not None:
             bad.append((i, r))
         counts.append(nmaps(p.pid))
         if p.poll() is not None:
             break
-    check(not bad, "%d cycles attached, traced calls of work and detached" % CYCLES,
+    check(not bad and traced > 0,
+          "%d cycles attached and detached, %d of them saw calls of work" % (CYCLES, traced),
           "%r" % bad[:2])
     check(counts and counts[0] <= base + 1,
           "the next attach reused what the crashed one left and unmapped it (%d -> %d)"
