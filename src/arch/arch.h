@@ -4,6 +4,7 @@
 #ifndef TP_ARCH_ARCH_H
 #define TP_ARCH_ARCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,12 @@ unsigned tp_arch_mnemonic_count(void);
 
 /* Intel-syntax text of one instruction into @out; returns 0 or -EINVAL. */
 int tp_arch_format(const void *buf, size_t len, uint64_t addr, char *out, size_t outlen);
+
+/* Does the function at runtime address @addr (@len bytes of its code at @code) read or write
+ * its return address slot in its first instructions ([rsp] before any push, 8(%rsp) after
+ * one, 8(%rbp) after push %rbp; mov %rsp,%rbp, ...)?  Such a function (glibc's dlsym, dlopen,
+ * dl_iterate_phdr) must find the real return address there. */
+bool tp_arch_reads_return_slot(const void *code, size_t len, uint64_t addr);
 
 /* The code writer (struct tp_arch_writer, tp_arch_put_*, tp_arch_emit_*) and the ABI facts. */
 #include "arch/x86_64/writer.h"

@@ -4,9 +4,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "base/log.h"
 #include "base/procfs.h"
 #include "bp/bp-priv.h"
 #include "proc/inject.h"
@@ -80,6 +82,7 @@ struct area *tp_bp_area_for(struct tp_bps *b, pid_t tid, uint64_t addr, int *err
 	struct area *a;
 	int64_t ret;
 
+	tp_bp_left_scan(b);
 	for (unsigned i = 0; i < b->nareas; i++) {
 		a = &b->areas[i];
 		if (a->used < AREA_SIZE / SLOT_SIZE && area_reaches(a->base, addr))
@@ -106,16 +109,136 @@ struct area *tp_bp_area_for(struct tp_bps *b, pid_t tid, uint64_t addr, int *err
 		*err = -ENOMEM;
 		return NULL;
 	}
+	struct ssol_head head = {.magic = SSOL_MAGIC};
+
 	a = realloc(b->areas, (b->nareas + 1) * sizeof(*a));
-	if (!a) {
-		*err = -ENOMEM;
+	*err = a ? tp_proc_write(b->pid, base, &head, sizeof(head)) : -ENOMEM;
+	if (*err) {
+		if (a)
+			b->areas = a;
+		tp_bp_unmap(b, tid, base, AREA_SIZE);
 		return NULL;
 	}
 	b->areas = a;
 	a = &b->areas[b->nareas++];
-	a->base = base;
-	a->used = 0;
+	*a = (struct area){.base = base, .used = 1}; /* slot 0 holds the signature */
 	return a;
+}
+
+/* ---- areas left by an earlier attach ---- */
+
+struct left_scan {
+	uint64_t rx[LEFT_MAX][2]; /* anonymous r-x mappings */
+	unsigned nrx;
+	uint64_t stubs_code;  /* where an r-x mapping ends and an rw- one begins */
+	uint64_t prev_rx_end; /* end of the last anonymous r-x mapping */
+};
+
+static int left_map(void *arg, const struct tp_maps_ent *e)
+{
+	struct left_scan *ls = arg;
+	bool anon = !e->path_len;
+
+	if (anon && !strcmp(e->perms, "rw-p") && e->start == ls->prev_rx_end &&
+	    e->end - e->start >= ASYNC_SIZE - ASYNC_CODE && !ls->stubs_code)
+		ls->stubs_code = e->start;
+	ls->prev_rx_end = 0;
+	if (!anon || strcmp(e->perms, "r-xp"))
+		return 0;
+	ls->prev_rx_end = e->end;
+	if (ls->nrx < LEFT_MAX) {
+		ls->rx[ls->nrx][0] = e->start;
+		ls->rx[ls->nrx++][1] = e->end;
+	}
+	return 0;
+}
+
+/* Adopt the SSOL area at @base if it has the signature: slots in use up to the last
+ * non-zero one (slots are handed out in order and never wiped). */
+static void adopt_ssol(struct tp_bps *b, uint64_t base, uint8_t *buf)
+{
+	const struct ssol_head *h = (const void *)buf;
+	struct area *a;
+	unsigned used;
+
+	for (unsigned i = 0; i < b->nareas; i++)
+		if (b->areas[i].base == base)
+			return;
+	/* The signature first: most anonymous r-x memory is a JIT's. */
+	if (tp_proc_read(b->pid, base, buf, sizeof(*h)) != sizeof(*h) ||
+	    memcmp(h->magic, SSOL_MAGIC, sizeof(SSOL_MAGIC)) ||
+	    tp_proc_read(b->pid, base, buf, AREA_SIZE) != AREA_SIZE)
+		return;
+	for (used = AREA_SIZE / SLOT_SIZE; used > 1; used--) {
+		const uint8_t *slot = buf + (used - 1) * SLOT_SIZE;
+		unsigned k;
+
+		for (k = 0; k < SLOT_SIZE && !slot[k]; k++)
+			;
+		if (k < SLOT_SIZE)
+			break;
+	}
+	a = realloc(b->areas, (b->nareas + 1) * sizeof(*a));
+	if (!a)
+		return;
+	b->areas = a;
+	b->areas[b->nareas++] = (struct area){.base = base, .used = used, .keep = h->hazard != 0};
+	tp_dbg("bp: %d: reusing the SSOL area at 0x%llx (%u slots used%s)", b->pid,
+	       (unsigned long long)base, used, h->hazard ? ", kept" : "");
+}
+
+void tp_bp_left_scan(struct tp_bps *b)
+{
+	struct left_scan ls = {0};
+	uint8_t *buf;
+
+	if (b->left_scanned)
+		return;
+	b->left_scanned = true;
+	if (tp_maps_foreach(b->pid, left_map, &ls))
+		return;
+	buf = malloc(AREA_SIZE);
+	if (!buf)
+		return;
+	/* Neighbouring anonymous mappings of the same protection merge: areas are looked for
+	 * at every AREA_SIZE step from both ends of a mapping. */
+	for (unsigned i = 0; i < ls.nrx; i++) {
+		uint64_t lo = ls.rx[i][0], hi = ls.rx[i][1];
+
+		if (hi == ls.stubs_code && hi - lo >= ASYNC_CODE) {
+			struct stubs_head h;
+
+			if (tp_proc_read(b->pid, hi - ASYNC_CODE, &h, sizeof(h)) == sizeof(h) &&
+			    !memcmp(h.magic, STUBS_MAGIC, sizeof(STUBS_MAGIC)))
+				b->left_stubs = hi - ASYNC_CODE;
+			if (b->left_stubs)
+				hi -= ASYNC_CODE;
+		}
+		for (uint64_t k = 0; k < LEFT_MAX && lo + (k + 1) * AREA_SIZE <= hi; k++) {
+			adopt_ssol(b, lo + k * AREA_SIZE, buf);
+			adopt_ssol(b, hi - (k + 1) * AREA_SIZE, buf);
+		}
+	}
+	free(buf);
+}
+
+int tp_bp_areas_leave(struct tp_bps *b, pid_t tid)
+{
+	struct ssol_head head = {.magic = SSOL_MAGIC, .hazard = 1};
+	int r, err = 0;
+
+	for (unsigned i = 0; i < b->nareas; i++) {
+		if (b->keep_areas)
+			r = tp_proc_write(b->pid, b->areas[i].base, &head, sizeof(head));
+		else if (!b->areas[i].keep && tid)
+			r = tp_bp_unmap(b, tid, b->areas[i].base, AREA_SIZE);
+		else
+			r = 0;
+		if (r && !err)
+			err = r;
+	}
+	b->nareas = 0;
+	return err;
 }
 
 int tp_bp_make_tramp(struct tp_bps *b, pid_t tid, uint64_t near)

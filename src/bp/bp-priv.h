@@ -44,9 +44,28 @@
 #define SIGNAL_STEPS_MAX 8
 #define LEAVE_STEPS_MAX 128
 
+/* Signatures at the start of the areas (an SSOL area's slot 0, the stubs' stub 0): a later
+ * attach finds what an earlier one left mapped (after a crash of tracepad, a thread that
+ * could not leave a slot, a stub that may still run) and reuses it instead of mapping more. */
+#define SSOL_MAGIC "tracepad ssol 1"
+#define STUBS_MAGIC "tracepad stubs1"
+struct ssol_head {
+	char magic[16];
+	uint32_t hazard; /* left with a thread maybe in a slot: never unmapped */
+};
+struct stubs_head {
+	char magic[16];
+	uint64_t size, code; /* ASYNC_SIZE, ASYNC_CODE */
+	uint32_t slots, stub_size, rec_size;
+	uint32_t written; /* stubs written (anext) */
+};
+/* Anonymous executable mappings looked at for leftovers. */
+#define LEFT_MAX 64
+
 struct area {
 	uint64_t base;
 	unsigned used; /* slots handed out */
+	bool keep;     /* an earlier detach left it with a hazard (ssol_head.hazard) */
 };
 
 struct bp {
@@ -54,6 +73,9 @@ struct bp {
 	uint64_t slot;
 	uint64_t hits;
 	bool ret;	  /* TP_BP_RETURN */
+	bool site_ret;	  /* ...caught at the return site: the function reads its return address */
+	bool entry;	  /* planted by tp_bp_insert(): its hits are entries */
+	bool retsite;	  /* a return site: returns of site_ret calls are caught here */
 	uint8_t len;	  /* of the original instruction */
 	uint8_t slot_len; /* relocated copy, without the jmp back */
 	uint8_t orig[TP_ARCH_MAX_INSN_LEN];
@@ -85,6 +107,11 @@ struct tp_bps {
 	struct quarantined *aquar; /* slots of frames dropped while hooked */
 	unsigned naquar;
 	uint8_t (*rbuf)[TP_RSTUB_REC_SIZE]; /* REAP_MAX records */
+	/* Areas an earlier attach left (tp_bp_left_scan()). */
+	bool left_scanned;
+	uint64_t left_stubs; /* a stubs' area found, 0: none */
+	uint32_t *aheld;     /* its stubs that may still run: never handed out */
+	unsigned naheld;
 };
 
 /* The slot of a frame dropped while its stub was still its return address: it could still
@@ -99,10 +126,17 @@ struct quarantined {
  * unwinder runs in the thread), the real return address is back in place. */
 struct frame {
 	uint64_t sp, ret, func;
-	int32_t slot; /* its return stub (returns without a stop), or -1: the trampoline */
+	int32_t slot; /* its return stub (returns without a stop), or SLOT_TRAMP, SLOT_SITE */
 	bool unhooked;
 	bool borrowed; /* a vfork child's copy of its parent's frame: the slot is the parent's */
 };
+
+/* A frame's return goes through the trampoline; or, left in place, is caught at a breakpoint
+ * where it returns to (the function reads its return address: glibc's dlsym, dlopen). */
+#define SLOT_TRAMP -1
+#define SLOT_SITE -2
+/* Bytes of a TP_BP_RETURN function's code read for tp_arch_reads_return_slot(). */
+#define SITE_SCAN 256
 
 /* Frames dropped as unwound are kept a while: should one of them return after all (a stack
  * switch fooled the stack-pointer test), its return address is still known. */
@@ -147,9 +181,12 @@ static inline uint64_t tp_bp_rec_at(const struct tp_bps *b, uint32_t k)
 	return b->amap + ASYNC_CODE + (uint64_t)k * TP_RSTUB_REC_SIZE;
 }
 
-/* What a frame's return address is while it is hooked. */
+/* What a frame's return address is while it is hooked (a return site's frame leaves the
+ * real one in place). */
 static inline uint64_t tp_bp_hook_of(const struct tp_bps *b, const struct frame *f)
 {
+	if (f->slot == SLOT_SITE)
+		return f->ret;
 	return f->slot >= 0 ? tp_bp_stub_at(b, (uint32_t)f->slot) : b->tramp;
 }
 
@@ -170,12 +207,22 @@ int tp_bp_make_tramp(struct tp_bps *b, pid_t tid, uint64_t near);
 int tp_bp_unmap(struct tp_bps *b, pid_t tid, uint64_t base, uint64_t len);
 struct bp *tp_bp_in_slot(struct tp_bps *b, uint64_t pc);
 bool tp_bp_in_areas(struct tp_bps *b, uint64_t pc);
+/* Adopt the SSOL areas an earlier attach left in the process (into b->areas) and note its
+ * stubs' area (b->left_stubs), once per process image. */
+void tp_bp_left_scan(struct tp_bps *b);
+/* At detach: unmap the SSOL areas, or mark them as left with a hazard. */
+int tp_bp_areas_leave(struct tp_bps *b, pid_t tid);
 
 /* stubs.c: returns without a stop */
 int tp_bp_async_alloc(struct tp_bps *b);
 void tp_bp_slot_put(struct tp_bps *b, uint32_t slot);
 int32_t tp_bp_slot_get(struct tp_bps *b, pid_t tid);
 void tp_bp_drop_top(struct tp_bps *b, struct shadow *s);
+/* At detach, with every return address given back that could be: unmap the stubs' area when
+ * no stub can run any more, else leave it for a later attach.  @maybe (ASYNC_SLOTS bytes):
+ * 1 for slots whose frame's return address could not be given back (their stub may still
+ * run unless done); @busy: a thread could not be moved out of the stubs. */
+int tp_bp_stubs_leave(struct tp_bps *b, pid_t tid, uint8_t *maybe, bool busy);
 int tp_bp_reap_frames(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t limit, bool strict,
 		      bool running, uint64_t word_at, uint64_t *word);
 
@@ -183,5 +230,7 @@ int tp_bp_reap_frames(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t li
 struct shadow *tp_bp_shadow_of(struct tp_bps *b, pid_t tid, bool create);
 int tp_bp_shadow_reserve(struct shadow *s, unsigned n);
 int tp_bp_unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_stop *out);
+/* A breakpoint at return site @at (added when none is there); 0 or -errno. */
+int tp_bp_site_plant(struct tp_bps *b, pid_t tid, uint64_t at);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "bp/bp-priv.h"
 #include "proc/inject.h"
 
@@ -38,6 +39,7 @@ void tp_bps_free(struct tp_bps *bps)
 	free(bps->sh);
 	free(bps->afree);
 	free(bps->aquar);
+	free(bps->aheld);
 	free(bps->rbuf);
 	free(bps);
 }
@@ -91,27 +93,45 @@ int tp_bp_poke(pid_t pid, uint64_t addr, bool on, uint8_t orig)
 
 int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 {
-	uint8_t buf[TP_ARCH_MAX_INSN_LEN], slot[SLOT_SIZE];
+	uint8_t buf[SITE_SCAN], slot[SLOT_SIZE];
 	struct tp_insn insn;
 	struct area *a;
 	struct bp *bp;
 	size_t rlen;
 	ssize_t got;
 	uint64_t at;
+	bool site_ret;
 	int r;
 
 	if (!addr)
 		return -EINVAL;
-	if (tp_bp_find(bps, addr))
+	bp = tp_bp_find(bps, addr);
+	if (bp && bp->entry)
 		return -EEXIST;
 	if ((flags & TP_BP_RETURN) && !bps->tramp) {
 		r = tp_bp_make_tramp(bps, tid, addr);
 		if (r)
 			return r;
 	}
-	got = tp_proc_read(bps->pid, addr, buf, sizeof(buf));
+	/* A function that reads its return slot is looked at beyond its first instruction. */
+	got = tp_proc_read(bps->pid, addr, buf,
+			   (flags & TP_BP_RETURN) && !(flags & TP_BP_RETURN_SITE)
+			       ? sizeof(buf)
+			       : TP_ARCH_MAX_INSN_LEN);
 	if (got <= 0)
 		return got < 0 ? (int)got : -EFAULT;
+	site_ret = (flags & TP_BP_RETURN) &&
+		   ((flags & TP_BP_RETURN_SITE) || tp_arch_reads_return_slot(buf, got, addr));
+	if (site_ret && !(flags & TP_BP_RETURN_SITE))
+		tp_dbg("bp: 0x%llx reads its return address: its returns are caught where they go",
+		       (unsigned long long)addr);
+	if (bp) {
+		/* A return site planted earlier becomes a function's entry too. */
+		bp->entry = true;
+		bp->ret = flags & TP_BP_RETURN;
+		bp->site_ret = site_ret;
+		return 0;
+	}
 	r = tp_arch_decode(buf, got, addr, &insn);
 	if (r)
 		return r;
@@ -141,6 +161,8 @@ int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 	a->used++;
 	bp->slot = at;
 	bp->ret = flags & TP_BP_RETURN;
+	bp->site_ret = site_ret;
+	bp->entry = true;
 	bp->len = insn.len;
 	bp->slot_len = rlen;
 	memcpy(bp->orig, buf, insn.len);
@@ -219,6 +241,7 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 	b->errno_tpoff = parent->errno_tpoff;
 	b->errno_known = parent->errno_known;
 	b->async_failed = parent->async_failed;
+	b->left_scanned = true; /* the parent's areas, copied */
 	if (parent->amap) {
 		if (tp_bp_async_alloc(b)) {
 			tp_bps_free(b);
@@ -228,8 +251,10 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 		b->anext = parent->anext;
 		b->nafree = parent->nafree;
 		b->naquar = parent->naquar;
+		b->naheld = parent->naheld;
 		memcpy(b->afree, parent->afree, b->nafree * sizeof(*b->afree));
 		memcpy(b->aquar, parent->aquar, b->naquar * sizeof(*b->aquar));
+		memcpy(b->aheld, parent->aheld, b->naheld * sizeof(*b->aheld));
 	}
 	return b;
 }

@@ -41,6 +41,11 @@ int tp_bp_poke(pid_t pid, uint64_t addr, bool on, uint8_t orig);
 
 /* Flags of tp_bp_insert(). */
 #define TP_BP_RETURN 0x01 /* @addr is a function entry: also stop when the call returns */
+/* With TP_BP_RETURN: the function reads its return address (glibc's dlsym and dlopen choose
+ * the caller's object by it), so the return address is left in place and the return caught
+ * by a breakpoint at the return site, planted at the entry.  Also set by tp_bp_insert() for
+ * a function whose first instructions read their return slot (tp_arch_reads_return_slot). */
+#define TP_BP_RETURN_SITE 0x02
 
 /* Plant an int3 at @addr, the first byte of an instruction.  Maps an SSOL area within
  * +-2 GiB of @addr if none is there yet (by injection into stopped task @tid).  Other
@@ -57,6 +62,7 @@ int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags);
 enum tp_bp_stop_kind {
 	TP_BP_STOP_ENTRY = 1, /* the int3 at a breakpoint */
 	TP_BP_STOP_RETURN,    /* a TP_BP_RETURN function returned through the trampoline */
+	TP_BP_STOP_SITE,      /* a return site (TP_BP_RETURN_SITE) passed with no return due */
 };
 
 struct tp_bp_stop {
@@ -66,6 +72,10 @@ struct tp_bp_stop {
 	uint64_t ret_addr; /* RETURN: where the call returns to */
 	uint64_t rax, rdx; /* RETURN: the return value */
 	unsigned depth;	   /* hooked calls of the thread in flight (ENTRY: this one included) */
+	/* ENTRY of a TP_BP_RETURN function whose return will not be reported: a return site
+	 * could not take a breakpoint, or a hooked function tail-called it (the caller's
+	 * return is caught at the site then).  Not counted in depth. */
+	bool no_return;
 	/* RETURN without a stop (tp_bps_set_async()): what its stub saw as it returned. */
 	bool async;
 	bool err_valid;	    /* tp_bps_set_errno() was known at the entry */
@@ -82,7 +92,9 @@ struct tp_bp_stop {
  * real return address), resume the task (unless TP_BP_HIT_STAY) and return 1; 0 when it is
  * not ours (pass SIGTRAP on); -errno on failure (-ENOENT: a return with no shadow frame,
  * task left stopped).  Shadow frames of calls unwound without returning (longjmp) are
- * dropped when a later entry or return of the thread finds a stack pointer above them. */
+ * dropped when a later entry or return of the thread finds a stack pointer above them.
+ * At a return site (TP_BP_RETURN_SITE), a call of the thread returning there is a RETURN
+ * (not async), anything else passing by a SITE stop. */
 int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out);
 /* Returns without a stop.  Once set, an entry hit with TP_BP_HIT_ASYNC replaces the return
@@ -157,7 +169,8 @@ int tp_bp_lookup(struct tp_bps *bps, uint64_t addr, uint64_t *hits, uint64_t *sl
  * A reported int3 stop that was not given to tp_bp_hit() is rewound too, except at a 1-byte
  * instruction (push %rbp), where pc = addr + 1 is also where the slot returns: pass every
  * reported hit to tp_bp_hit() first.  Then restores and reads back every original byte,
- * writes back every return address the trampoline holds, and unmaps the areas.  Leaves
+ * writes back every return address the trampoline holds, and unmaps the areas (the return
+ * stubs' when none can run any more; areas left mapped are reused by a later attach).  Leaves
  * every task stopped: tp_proc_detach() next.  Returns 0, -EIO when a byte did not read back
  * as the original, or -errno. */
 int tp_bp_remove_all(struct tp_bps *bps);

@@ -2,6 +2,7 @@
  * bytes and return addresses given back, areas unmapped; and signal stops in a slot. */
 #include <errno.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/procfs.h"
 #include "bp/bp-priv.h"
 #include "proc/guard.h"
 #include "proc/inject.h"
@@ -155,20 +157,99 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 	return tp_bp_in_areas(b, pc) && !tp_bp_in_stubs(b, pc) ? -EIO : 0;
 }
 
-/* Put return address @ret back at @sp if @hook is still there (else the frame is gone). */
-static int give_back(struct tp_bps *b, uint64_t sp, uint64_t hook, uint64_t ret)
+/* Stack words looked at a thread at detach, at most (its live part, above the stack
+ * pointer), and a read's size. */
+#define SCAN_STACK_MAX (8u << 20)
+#define SCAN_CHUNK (64u << 10)
+
+struct maps_vec {
+	uint64_t (*m)[2];
+	unsigned n, cap;
+};
+
+static int maps_add(void *arg, const struct tp_maps_ent *e)
+{
+	struct maps_vec *v = arg;
+
+	if (v->n == v->cap) {
+		unsigned ncap = v->cap ? 2 * v->cap : 256;
+		void *m = realloc(v->m, ncap * sizeof(*v->m));
+
+		if (!m)
+			return -ENOMEM;
+		v->m = m;
+		v->cap = ncap;
+	}
+	v->m[v->n][0] = e->start;
+	v->m[v->n++][1] = e->end;
+	return 0;
+}
+
+/* Does a live stack word of a thread point into the stubs (*@stubs) or an SSOL area (*@ssol)?
+ * A signal handler's frame may hold one that no shadow frame knows (a signal that came
+ * between a stub's "done" and its ret); so may a stale local, which only keeps the area
+ * mapped for a later attach.  -errno when the stacks could not be read. */
+static int stacks_point_in(struct tp_bps *b, const pid_t *tids, int n, bool *stubs, bool *ssol)
+{
+	struct maps_vec v = {0};
+	uint64_t *buf;
+	int r = tp_maps_foreach(b->pid, maps_add, &v);
+
+	buf = r ? NULL : malloc(SCAN_CHUNK);
+	if (!buf) {
+		free(v.m);
+		return r ? r : -ENOMEM;
+	}
+	for (int i = 0; i < n && i < TASKS_MAX; i++) {
+		struct user_regs_struct regs;
+		uint64_t end = 0, at;
+
+		if (tp_proc_get_regs(tids[i], &regs))
+			continue;
+		for (unsigned k = 0; k < v.n; k++)
+			if (regs.rsp >= v.m[k][0] && regs.rsp < v.m[k][1])
+				end = v.m[k][1];
+		if (end - regs.rsp > SCAN_STACK_MAX)
+			end = regs.rsp + SCAN_STACK_MAX;
+		for (at = regs.rsp & ~7ull; at < end; at += SCAN_CHUNK) {
+			size_t len = end - at < SCAN_CHUNK ? end - at : SCAN_CHUNK;
+			ssize_t got = tp_proc_read(b->pid, at, buf, len);
+
+			for (ssize_t w = 0; w < got / 8; w++) {
+				*stubs |= tp_bp_in_stubs(b, buf[w]);
+				*ssol |= !tp_bp_in_stubs(b, buf[w]) && tp_bp_in_areas(b, buf[w]);
+			}
+			if (got < (ssize_t)len)
+				break;
+		}
+	}
+	free(buf);
+	free(v.m);
+	return 0;
+}
+
+/* Put return address @ret back at @sp if @hook is still there (else the frame is gone):
+ * 1 when it was, 0 when not, -errno.  *@word (may be NULL): what was there (0: unreadable). */
+static int give_back(struct tp_bps *b, uint64_t sp, uint64_t hook, uint64_t ret, uint64_t *word)
 {
 	uint64_t v;
+	int r;
 
-	if (tp_proc_read(b->pid, sp, &v, sizeof(v)) != sizeof(v) || v != hook)
+	if (tp_proc_read(b->pid, sp, &v, sizeof(v)) != sizeof(v))
+		v = 0;
+	if (word)
+		*word = v;
+	if (v != hook || !v)
 		return 0;
-	return tp_proc_write(b->pid, sp, &ret, sizeof(ret));
+	r = tp_proc_write(b->pid, sp, &ret, sizeof(ret));
+	return r ? r : 1;
 }
 
 int tp_bp_remove_all(struct tp_bps *bps)
 {
 	pid_t tids[TASKS_MAX];
-	uint8_t back[TP_ARCH_MAX_INSN_LEN];
+	uint8_t back[TP_ARCH_MAX_INSN_LEN], *maybe;
+	bool busy = false;
 	int r, n, err = 0;
 
 	/* Best effort from here on: every byte that can be restored is, whatever failed. */
@@ -178,11 +259,15 @@ int tp_bp_remove_all(struct tp_bps *bps)
 		err = r;
 	n = tp_proc_tasks_of(bps->p, bps->pid, tids, TASKS_MAX);
 	for (int i = 0; i < n && i < TASKS_MAX; i++) {
+		uint64_t pc;
+
 		r = leave_slot(bps, tids[i]);
 		if (r && r != -ESRCH)
 			bps->keep_areas = true;
 		if (r && r != -ESRCH && !err)
 			err = r;
+		if (!tp_proc_get_pc(tids[i], &pc) && tp_bp_in_stubs(bps, pc))
+			busy = true;
 	}
 	/* Every thread is out of the stubs: the returns they recorded are reported. */
 	for (unsigned i = 0; bps->ret_fn && bps->amap && i < bps->nsh; i++)
@@ -204,32 +289,58 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	bps->n = 0;
 	/* Return addresses the trampoline and the stubs took are given back on the stacks,
 	 * also those of frames dropped as unwound that could still return (a stack switch). */
+	maybe = bps->amap ? calloc(ASYNC_SLOTS, 1) : NULL;
 	for (unsigned i = 0; i < bps->nsh; i++) {
 		struct shadow *s = &bps->sh[i];
 
 		for (unsigned k = 0; k < s->n; k++) {
-			r = give_back(bps, s->f[k].sp, tp_bp_hook_of(bps, &s->f[k]), s->f[k].ret);
-			if (r && !err)
+			struct frame *f = &s->f[k];
+
+			r = give_back(bps, f->sp, tp_bp_hook_of(bps, f), f->ret, NULL);
+			if (r < 0 && !err)
 				err = r;
+			/* Not given back: its stub may still run (a signal frame holds it),
+			 * unless an unwinder's walk has the real address in place. */
+			if (r != 1 && maybe && f->slot >= 0 && !f->borrowed && !f->unhooked)
+				maybe[f->slot] = 1;
 		}
 		s->n = 0;
 	}
-	for (unsigned i = 0; i < bps->naquar; i++)
-		give_back(bps, bps->aquar[i].sp, tp_bp_stub_at(bps, bps->aquar[i].slot),
-			  bps->aquar[i].ret);
+	for (unsigned i = 0; i < bps->naquar; i++) {
+		struct quarantined *q = &bps->aquar[i];
+		uint64_t word;
+
+		/* The quarantine's rule: neither its stub nor its real return address on the
+		 * stack any more, the frame is gone. */
+		r = give_back(bps, q->sp, tp_bp_stub_at(bps, q->slot), q->ret, &word);
+		if (r != 1 && maybe && word == q->ret)
+			maybe[q->slot] = 1;
+	}
 	bps->naquar = 0;
+	if ((bps->amap || bps->nareas) && n > 0) {
+		bool ssol = false;
+
+		if (stacks_point_in(bps, tids, n, &busy, &ssol))
+			busy = ssol = true;
+		if (ssol)
+			bps->keep_areas = true;
+	}
 	bps->tramp = 0;
 	/* Nothing runs in the areas any more: give the address space back (unless a thread
-	 * could not be moved out of a slot, when it stays, as the stubs' area does). */
-	for (unsigned i = 0; i < bps->nareas && n > 0 && !bps->keep_areas; i++) {
-		r = tp_bp_unmap(bps, tids[0], bps->areas[i].base, AREA_SIZE);
-		if (r && !err)
-			err = r;
+	 * could not be moved out of a slot: then they stay, marked for a later attach). */
+	r = tp_bp_areas_leave(bps, n > 0 ? tids[0] : 0);
+	if (r && !err)
+		err = r;
+	/* The stubs' area goes too when no stub can run any more; else it stays, for a return
+	 * address that still points at a stub (in a signal frame, on a stack switched away)
+	 * to return through it to the right place (each record keeps its real return
+	 * address), and a later attach reuses it. */
+	if (bps->amap && maybe) {
+		r = tp_bp_stubs_leave(bps, n > 0 ? tids[0] : 0, maybe, busy);
+		if (r)
+			tp_dbg("bp: %d: return stubs left mapped: %s", bps->pid, strerror(-r));
 	}
-	bps->nareas = 0;
-	/* The stubs' area is left mapped: a return address that still points at a stub (in a
-	 * signal frame, on a stack switched away, in a copied stack) returns through it to
-	 * the right place, since each record keeps its real return address. */
+	free(maybe);
 	bps->amap = 0;
 	tp_proc_inject_flush(bps->p);
 	return err;
@@ -284,6 +395,7 @@ static void crash_settle(struct tp_bps *b, pid_t tid)
 
 void tp_bp_crash_restore(struct tp_bps *bps)
 {
+	static const uint32_t one = 1;
 	pid_t tids[TASKS_MAX];
 	int n;
 
@@ -298,13 +410,24 @@ void tp_bp_crash_restore(struct tp_bps *bps)
 		if (bp->addr)
 			tp_bp_poke(bps->pid, bp->addr, false, bp->orig[0]);
 	}
+	/* A stub no return address points at any more is marked done: a later attach that
+	 * reuses the stubs' area knows it will not run. */
 	for (unsigned i = 0; i < bps->nsh; i++) {
 		struct shadow *s = &bps->sh[i];
 
-		for (unsigned k = 0; k < s->n; k++)
-			give_back(bps, s->f[k].sp, tp_bp_hook_of(bps, &s->f[k]), s->f[k].ret);
+		for (unsigned k = 0; k < s->n; k++) {
+			struct frame *f = &s->f[k];
+
+			if (give_back(bps, f->sp, tp_bp_hook_of(bps, f), f->ret, NULL) == 1 &&
+			    f->slot >= 0 && !f->borrowed)
+				tp_proc_write(bps->pid, tp_bp_rec_at(bps, f->slot) + TP_RSTUB_DONE,
+					      &one, 4);
+		}
 	}
 	for (unsigned i = 0; i < bps->naquar; i++)
-		give_back(bps, bps->aquar[i].sp, tp_bp_stub_at(bps, bps->aquar[i].slot),
-			  bps->aquar[i].ret);
+		if (give_back(bps, bps->aquar[i].sp, tp_bp_stub_at(bps, bps->aquar[i].slot),
+			      bps->aquar[i].ret, NULL) == 1)
+			tp_proc_write(bps->pid,
+				      tp_bp_rec_at(bps, bps->aquar[i].slot) + TP_RSTUB_DONE, &one,
+				      4);
 }

@@ -2,6 +2,7 @@
  * replaced by the trampoline or a stub, the breakpoint hit itself, and calls injected
  * with the trampoline as their return. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,15 +45,67 @@ int tp_bp_shadow_reserve(struct shadow *s, unsigned n)
 	return 0;
 }
 
+int tp_bp_site_plant(struct tp_bps *b, pid_t tid, uint64_t at)
+{
+	struct bp *bp = tp_bp_find(b, at);
+	int r;
+
+	if (!bp) {
+		r = tp_bp_insert(b, tid, at, 0);
+		if (r)
+			return r;
+		bp = tp_bp_find(b, at);
+		bp->entry = false; /* its hits are no entries, only returns */
+	}
+	bp->retsite = true;
+	return 0;
+}
+
+/* Entry of a function that reads its return address (@ret, at @sp): it stays in place, the
+ * return is caught at a breakpoint there.  A hooked function that tail-called it has its
+ * hook in that slot: the real address goes back and that frame's return is caught at the
+ * same site.  *@no_return: no breakpoint could go there. */
+static int hook_site(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t sp, uint64_t ret,
+		     uint64_t func, bool *no_return)
+{
+	struct frame *top = s->n ? &s->f[s->n - 1] : NULL;
+	int r;
+
+	if (top && top->sp == sp && top->slot != SLOT_SITE) {
+		r = tp_proc_write(b->pid, sp, &top->ret, sizeof(top->ret));
+		if (r)
+			return r;
+		if (top->slot >= 0 && !top->borrowed)
+			tp_bp_slot_put(b, (uint32_t)top->slot);
+		top->slot = SLOT_SITE;
+		ret = top->ret;
+		if (tp_bp_site_plant(b, tid, ret)) {
+			/* Its return cannot be seen any more: the frame goes as unwound. */
+			top->unhooked = true;
+			tp_bp_drop_top(b, s);
+			*no_return = true;
+			return 0;
+		}
+	}
+	/* Both calls of a tail call return at once: their frames wait at the same site. */
+	if (tp_bp_site_plant(b, tid, ret)) {
+		*no_return = true;
+		return 0;
+	}
+	s->f[s->n++] = (struct frame){.sp = sp, .ret = ret, .func = func, .slot = SLOT_SITE};
+	return 0;
+}
+
 /* Entry of a TP_BP_RETURN function: the return address at [sp] goes to the shadow stack,
- * a stub's address (@async and one is free) or the trampoline's takes its place.
+ * a stub's address (@async and one is free) or the trampoline's takes its place; or, for a
+ * function that reads it (@site), it stays and the return site gets a breakpoint.
  * @regs: the entry's registers. */
 static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t func, bool async)
+		       uint64_t func, bool async, bool site, bool *no_return)
 {
 	struct shadow *s = tp_bp_shadow_of(b, tid, true);
 	uint64_t sp = regs->rsp, ret = 0;
-	int32_t slot = -1;
+	int32_t slot = SLOT_TRAMP;
 	int r;
 
 	if (!s)
@@ -71,6 +124,8 @@ static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struc
 	r = tp_bp_shadow_reserve(s, s->n + 1);
 	if (r)
 		return r;
+	if (site)
+		return hook_site(b, tid, s, sp, ret, func, no_return);
 	if (async && b->ret_fn)
 		slot = tp_bp_slot_get(b, tid);
 	if (slot >= 0) {
@@ -93,10 +148,10 @@ static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struc
 		r = tp_proc_write_pieces(b->pid, pc, 2);
 		if (r) {
 			tp_bp_slot_put(b, (uint32_t)slot);
-			slot = -1;
+			slot = SLOT_TRAMP;
 		}
 	}
-	if (slot < 0) {
+	if (slot == SLOT_TRAMP) {
 		r = tp_proc_write(b->pid, sp, &b->tramp, sizeof(b->tramp));
 		if (r)
 			return r;
@@ -125,7 +180,7 @@ int tp_bp_unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_s
 
 		for (k = 0; k < last; k++)
 			if (s->grave[(s->ngrave - 1 - k) % GRAVE].sp == sp - 8 &&
-			    s->grave[(s->ngrave - 1 - k) % GRAVE].slot < 0)
+			    s->grave[(s->ngrave - 1 - k) % GRAVE].slot == SLOT_TRAMP)
 				break;
 		if (k == last)
 			return -ENOENT;
@@ -141,6 +196,38 @@ int tp_bp_unhook_return(struct tp_bps *b, pid_t tid, uint64_t sp, struct tp_bp_s
 	return tp_proc_set_pc(tid, f.ret);
 }
 
+/* At return site @at, with the thread's registers @regs: is it a call's return caught
+ * there (its frame at sp - 8 waits for @at)?  1 with *@out filled, 0, or -errno. */
+static int site_return(struct tp_bps *b, pid_t tid, const struct user_regs_struct *regs,
+		       uint64_t at, struct tp_bp_stop *out)
+{
+	struct shadow *s = tp_bp_shadow_of(b, tid, false);
+	uint64_t sp = regs->rsp;
+	unsigned i;
+	struct frame f;
+
+	/* Frames of calls returned through their stubs may sit above it, not yet reaped. */
+	for (i = s ? s->n : 0; i-- > 0 && s->f[i].sp <= sp - 8;)
+		if (s->f[i].sp == sp - 8 && s->f[i].slot == SLOT_SITE && s->f[i].ret == at)
+			break;
+	if (!s || i == UINT_MAX || s->f[i].sp != sp - 8 || s->f[i].slot != SLOT_SITE ||
+	    s->f[i].ret != at)
+		return 0; /* passed by in another way: nothing is dropped */
+	if (b->amap)
+		tp_bp_reap_frames(b, tid, s, sp - 9, true, false, 0, NULL);
+	while (s->n > i + 1)
+		tp_bp_drop_top(b, s);
+	f = s->f[--s->n];
+	*out = (struct tp_bp_stop){.kind = TP_BP_STOP_RETURN,
+				   .func = f.func,
+				   .sp = f.sp,
+				   .ret_addr = f.ret,
+				   .rax = regs->rax,
+				   .rdx = regs->rdx,
+				   .depth = s->n};
+	return 1;
+}
+
 int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs, unsigned flags,
 	      struct tp_bp_stop *out)
 {
@@ -148,7 +235,7 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	struct tp_bp_stop st = {0};
 	struct shadow *s;
 	struct bp *bp;
-	uint64_t pc;
+	uint64_t pc, slot;
 	int r;
 
 	if (!regs) {
@@ -169,19 +256,49 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	bp = tp_bp_find(bps, pc - 1);
 	if (!bp)
 		return 0;
+	if (bp->retsite) {
+		r = site_return(bps, tid, &own, bp->addr, &st);
+		if (r)
+			goto resume_at;
+	}
+	if (!bp->entry) {
+		/* A return site that no call of this thread returns to now. */
+		st.kind = TP_BP_STOP_SITE;
+		r = bps->amap ? tp_bp_reap(bps, tid, false, own.rsp) : 0;
+		goto resume_at;
+	}
 	bp->hits++;
 	st.kind = TP_BP_STOP_ENTRY;
 	st.func = bp->addr;
 	st.sp = own.rsp;
 	r = 0;
+	slot = bp->slot; /* a return site planted below may move the table */
 	if (bp->ret)
-		r = hook_return(bps, tid, &own, bp->addr, flags & TP_BP_HIT_ASYNC);
+		r = hook_return(bps, tid, &own, bp->addr, flags & TP_BP_HIT_ASYNC, bp->site_ret,
+				&st.no_return);
 	else if (bps->amap)
 		r = tp_bp_reap(bps, tid, false, own.rsp); /* what returned comes first */
 	s = tp_bp_shadow_of(bps, tid, false);
 	st.depth = s ? s->n : 0;
 	if (!r)
-		r = tp_proc_set_pc(tid, bp->slot);
+		r = tp_proc_set_pc(tid, slot);
+	goto resume;
+resume_at:
+	/* A return caught at a site that is a function's entry too: the int3 runs again
+	 * for the entry. */
+	if (r >= 0) {
+		bool again = false;
+
+		bp = tp_bp_find(bps, pc - 1);
+		if (st.kind == TP_BP_STOP_RETURN) {
+			/* So does the outer call of a tail call, waiting at the same site. */
+			s = tp_bp_shadow_of(bps, tid, false);
+			again = bp->entry || (s && s->n && s->f[s->n - 1].sp == st.sp &&
+					      s->f[s->n - 1].slot == SLOT_SITE &&
+					      s->f[s->n - 1].ret == bp->addr);
+		}
+		r = tp_proc_set_pc(tid, again ? bp->addr : bp->slot);
+	}
 resume:
 	if (out)
 		*out = st;

@@ -1,6 +1,7 @@
 /* Returns without a stop: per-call return stubs that record the return value, errno and
  * the TSC, read back in batches at the thread's next stop (reap). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -16,8 +17,65 @@ int tp_bp_async_alloc(struct tp_bps *b)
 {
 	b->afree = malloc(ASYNC_SLOTS * sizeof(*b->afree));
 	b->aquar = malloc(ASYNC_SLOTS * sizeof(*b->aquar));
+	b->aheld = malloc(ASYNC_SLOTS * sizeof(*b->aheld));
 	b->rbuf = malloc(REAP_MAX * sizeof(*b->rbuf));
-	return b->afree && b->aquar && b->rbuf ? 0 : -ENOMEM;
+	return b->afree && b->aquar && b->aheld && b->rbuf ? 0 : -ENOMEM;
+}
+
+/* The stub code this tracepad writes for slot @k: a stubs' area left by another version is
+ * not reused. */
+static int stub_code(uint64_t amap, uint32_t k, uint8_t *code)
+{
+	static const struct tp_arch_rstub_layout layout = TP_RSTUB_LAYOUT;
+	size_t len;
+
+	memset(code, TP_ARCH_INT3, STUB_SIZE);
+	return tp_arch_emit_return_stub(code, STUB_SIZE, amap + (uint64_t)k * STUB_SIZE,
+					amap + ASYNC_CODE + (uint64_t)k * TP_RSTUB_REC_SIZE,
+					&layout, &len);
+}
+
+/* Reuse the stubs' area an earlier attach left at b->left_stubs: its stubs whose call is
+ * done (or that were never handed out) are free, the others may still run and are kept. */
+static int async_adopt(struct tp_bps *b)
+{
+	uint64_t base = b->left_stubs;
+	uint8_t want[STUB_SIZE], got[STUB_SIZE], *recs;
+	struct stubs_head h;
+
+	if (tp_proc_read(b->pid, base, &h, sizeof(h)) != sizeof(h) || h.size != ASYNC_SIZE ||
+	    h.code != ASYNC_CODE || h.slots != ASYNC_SLOTS || h.stub_size != STUB_SIZE ||
+	    h.rec_size != TP_RSTUB_REC_SIZE || h.written > ASYNC_SLOTS || h.written % STUB_CHUNK ||
+	    h.written < STUB_CHUNK || stub_code(base, 1, want) ||
+	    tp_proc_read(b->pid, base + STUB_SIZE, got, STUB_SIZE) != STUB_SIZE ||
+	    memcmp(want, got, STUB_SIZE))
+		return -ENOENT;
+	recs = malloc((size_t)h.written * TP_RSTUB_REC_SIZE);
+	if (!recs)
+		return -ENOMEM;
+	if (tp_proc_read(b->pid, base + ASYNC_CODE, recs, (size_t)h.written * TP_RSTUB_REC_SIZE) !=
+	    (ssize_t)h.written * TP_RSTUB_REC_SIZE) {
+		free(recs);
+		return -EFAULT;
+	}
+	for (uint32_t k = h.written; k-- > 1;) {
+		const uint8_t *rec = recs + (size_t)k * TP_RSTUB_REC_SIZE;
+		uint32_t done;
+		uint64_t ret;
+
+		memcpy(&done, rec + TP_RSTUB_DONE, 4);
+		memcpy(&ret, rec + TP_RSTUB_RET, 8);
+		if (done || !ret)
+			tp_bp_slot_put(b, k);
+		else
+			b->aheld[b->naheld++] = k;
+	}
+	free(recs);
+	b->amap = base;
+	b->anext = h.written;
+	tp_dbg("bp: %d: reusing the return stubs at 0x%llx (%u free, %u may still run)", b->pid,
+	       (unsigned long long)base, b->nafree, b->naheld);
+	return 0;
 }
 
 /* A stub no frame uses any more. */
@@ -37,6 +95,9 @@ static int async_map(struct tp_bps *b, pid_t tid)
 	r = tp_bp_async_alloc(b);
 	if (r)
 		return r;
+	tp_bp_left_scan(b);
+	if (b->left_stubs && !async_adopt(b))
+		return 0;
 	r = tp_proc_inject_syscall(b->p, b->pid, tid, SYS_mmap, args, &ret);
 	if (r)
 		return r;
@@ -58,20 +119,31 @@ static int async_map(struct tp_bps *b, pid_t tid)
 /* The next STUB_CHUNK stubs, written in one go. */
 static int stubs_write(struct tp_bps *b)
 {
-	static const struct tp_arch_rstub_layout layout = TP_RSTUB_LAYOUT;
 	uint8_t code[STUB_CHUNK * STUB_SIZE];
-	size_t len;
+	struct stubs_head h = {.magic = STUBS_MAGIC,
+			       .size = ASYNC_SIZE,
+			       .code = ASYNC_CODE,
+			       .slots = ASYNC_SLOTS,
+			       .stub_size = STUB_SIZE,
+			       .rec_size = TP_RSTUB_REC_SIZE,
+			       .written = b->anext + STUB_CHUNK};
 	int r;
 
-	memset(code, TP_ARCH_INT3, sizeof(code));
 	for (unsigned i = 0; i < STUB_CHUNK; i++) {
-		r = tp_arch_emit_return_stub(code + i * STUB_SIZE, STUB_SIZE,
-					     tp_bp_stub_at(b, b->anext + i),
-					     tp_bp_rec_at(b, b->anext + i), &layout, &len);
+		r = stub_code(b->amap, b->anext + i, code + i * STUB_SIZE);
 		if (r)
 			return r;
 	}
+	/* Stub 0 is the signature, never handed out. */
+	if (!b->anext) {
+		memset(code, TP_ARCH_INT3, STUB_SIZE);
+		memcpy(code, &h, sizeof(h));
+	}
 	r = tp_proc_write(b->pid, tp_bp_stub_at(b, b->anext), code, sizeof(code));
+	/* The count goes last: a later attach reuses only stubs that are there. */
+	if (!r && b->anext)
+		r = tp_proc_write(b->pid, b->amap + offsetof(struct stubs_head, written),
+				  &h.written, sizeof(h.written));
 	if (!r)
 		b->anext += STUB_CHUNK;
 	return r;
@@ -128,7 +200,8 @@ int32_t tp_bp_slot_get(struct tp_bps *b, pid_t tid)
 	if (!b->nafree && b->anext < ASYNC_SLOTS) {
 		/* Fresh stubs: handed out in order, the last written first. */
 		for (unsigned i = 0; i < STUB_CHUNK; i++)
-			tp_bp_slot_put(b, b->anext - 1 - i);
+			if (b->anext - 1 - i)
+				tp_bp_slot_put(b, b->anext - 1 - i);
 	}
 	if (!b->nafree)
 		quarantine_sweep(b);
@@ -274,4 +347,62 @@ int tp_bp_reap(struct tp_bps *bps, pid_t tid, bool running, uint64_t sp)
 		return 0;
 	return tp_bp_reap_frames(bps, tid, s, sp ? sp : UINT64_MAX, sp != 0, running && !sp, 0,
 				 NULL);
+}
+
+int tp_bp_stubs_leave(struct tp_bps *b, pid_t tid, uint8_t *maybe, bool busy)
+{
+	struct tp_proc_piece pc[1024];
+	static const uint32_t one = 1;
+	size_t len = (size_t)b->anext * TP_RSTUB_REC_SIZE;
+	unsigned held = 0, n = 0;
+	uint8_t *recs = NULL;
+	int r = 0;
+
+	for (unsigned i = 0; i < b->naheld; i++)
+		maybe[b->aheld[i]] = 1;
+	for (unsigned k = 1; k < b->anext; k++)
+		held += maybe[k];
+	if (held || busy) {
+		recs = malloc(len ? len : 1);
+		if (!recs ||
+		    tp_proc_read(b->pid, b->amap + ASYNC_CODE, recs, len) != (ssize_t)len) {
+			free(recs);
+			return recs ? -EFAULT : -ENOMEM; /* left as it is */
+		}
+		/* A stub whose call is done runs no more. */
+		held = busy;
+		for (unsigned k = 1; k < b->anext; k++) {
+			uint32_t done;
+
+			memcpy(&done, recs + (size_t)k * TP_RSTUB_REC_SIZE + TP_RSTUB_DONE, 4);
+			held += maybe[k] && !done;
+		}
+	}
+	if (!held) {
+		free(recs);
+		tp_dbg("bp: %d: no return stub can run: unmapping them", b->pid);
+		return tid ? tp_bp_unmap(b, tid, b->amap, ASYNC_SIZE) : 0;
+	}
+	/* Left for a later attach: every other stub's record says it is free. */
+	tp_dbg("bp: %d: %u return stubs may still run: leaving them mapped", b->pid, held);
+	for (unsigned k = 1; k < b->anext && !r; k++) {
+		const uint8_t *rec = recs + (size_t)k * TP_RSTUB_REC_SIZE;
+		uint32_t done;
+		uint64_t ret;
+
+		memcpy(&done, rec + TP_RSTUB_DONE, 4);
+		memcpy(&ret, rec + TP_RSTUB_RET, 8);
+		if (maybe[k] || done || !ret)
+			continue;
+		pc[n++] =
+		    (struct tp_proc_piece){tp_bp_rec_at(b, k) + TP_RSTUB_DONE, (void *)&one, 4};
+		if (n == sizeof(pc) / sizeof(pc[0])) {
+			r = tp_proc_write_pieces(b->pid, pc, n);
+			n = 0;
+		}
+	}
+	if (!r && n)
+		r = tp_proc_write_pieces(b->pid, pc, n);
+	free(recs);
+	return r;
 }

@@ -74,6 +74,19 @@ static bool no_return_hook(const char *name)
 	return false;
 }
 
+/* Functions that read their own return address to find their caller's object (glibc's
+ * dl* family): it stays in place and their returns are caught at the return site.  Others
+ * that read it are found by their code (tp_bp_insert()). */
+static bool caller_sensitive(const char *name)
+{
+	static const char *const names[] = {"dlopen", "dlmopen", "dlsym", "dlvsym"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
 /* Start-up and profiling code of a program that is never part of the default selection. */
 static bool crt_name(const char *name)
 {
@@ -255,7 +268,9 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 		return -EEXIST;
 	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION || kind == F_EXEC ||
 	    kind == F_EXIT)
-		flags = no_return_hook(name) || addr == im->entry ? 0 : TP_BP_RETURN;
+		flags = no_return_hook(name) || addr == im->entry ? 0
+			: caller_sensitive(name)		  ? TP_BP_RETURN | TP_BP_RETURN_SITE
+								  : TP_BP_RETURN;
 	r = tp_bp_insert(im->bps, tid, addr, flags);
 	if (r && r != -EEXIST) {
 		if (kind == F_TRACED && !s->insert_err) {

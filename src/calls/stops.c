@@ -264,8 +264,11 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	struct image *im = t->img;
 	struct rec tmp, *rc;
 	uint64_t caller = 0;
+	/* A caller-sensitive function whose return could not be caught at its return site
+	 * gets an entry-only line. */
+	bool hooked = f->hooked && !st->no_return;
 
-	if (f->hooked) {
+	if (hooked) {
 		drop_recs(s, t, st->depth - 1, " = <unwound>");
 		rc = rec_push(s, t);
 		if (!rc) /* the tracing ends (s->err): this call is not followed */
@@ -291,7 +294,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	    .args = {regs->rdi, regs->rsi, regs->rdx, regs->rcx, regs->r8, regs->r9},
 	    .sp = regs->rsp,
 	    .caller = caller,
-	    .depth = f->hooked ? t->n - 1 : t->n,
+	    .depth = hooked ? t->n - 1 : t->n,
 	    .entry_ns = now,
 	};
 	if (!t->report || !f->shown)
@@ -319,12 +322,15 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	tp_plugins_call(s->plugins, &rc->c);
 	if (s->trace)
 		tp_calls_trace_call(s->trace, rc);
-	if (!s->o->summary && (s->o->entry || !f->hooked)) {
+	if (!s->o->summary && (s->o->entry || !hooked)) {
 		int npcs = rc->npcs;
 
-		if (f->hooked)
+		if (hooked)
 			rc->npcs = 0; /* the backtrace goes with the completed call */
-		print_line(s, t, rc, rc->c.depth, f->hooked ? " ..." : "");
+		print_line(s, t, rc, rc->c.depth,
+			   hooked      ? " ..."
+			   : f->hooked ? " = <return not followed>"
+				       : "");
 		rc->npcs = npcs;
 	}
 }
@@ -531,7 +537,9 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	now = tp_calls_now_ns();
 	s->cur = t;
 	s->cur_regs = regs;
-	s->cur_regs.rip = st.kind == TP_BP_STOP_ENTRY ? st.func : st.ret_addr;
+	s->cur_regs.rip = st.kind == TP_BP_STOP_ENTRY	 ? st.func
+			  : st.kind == TP_BP_STOP_RETURN ? st.ret_addr
+							 : regs.rip - 1;
 	if (st.kind == TP_BP_STOP_RETURN) {
 		on_return(s, t, &st, &regs, NULL, now);
 	} else if (f) { /* the entry's function, found before the hit */
@@ -543,6 +551,8 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 			on_entry(s, t, f, &st, &regs, now);
 			break;
 		case F_RESOLVER:
+			if (st.no_return)
+				break;
 			drop_recs(s, t, st.depth - 1, " = <unwound>");
 			rc = rec_push(s, t);
 			if (!rc)
