@@ -118,6 +118,25 @@ int tp_hash_foreach(const struct tp_hash *h, int (*fn)(void *arg, uint64_t key, 
 	return r;
 }
 
+int tp_hash_copy(struct tp_hash *dst, const struct tp_hash *src)
+{
+	*dst = (struct tp_hash){0};
+	if (!src->cap)
+		return 0;
+	dst->slot = malloc(src->cap * sizeof(*dst->slot));
+	dst->state = malloc(src->cap);
+	if (!dst->slot || !dst->state) {
+		tp_hash_release(dst);
+		return -ENOMEM;
+	}
+	memcpy(dst->slot, src->slot, src->cap * sizeof(*dst->slot));
+	memcpy(dst->state, src->state, src->cap);
+	dst->cap = src->cap;
+	dst->n = src->n;
+	dst->used = src->used;
+	return 0;
+}
+
 void tp_hash_release(struct tp_hash *h)
 {
 	free(h->slot);
@@ -146,8 +165,8 @@ uint64_t *tp_hash_get_by(const struct tp_hash *h, uint64_t hash, const void *key
 	return NULL;
 }
 
-uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same,
-			  void *arg, uint64_t *slot_key)
+uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same, void *arg,
+			  uint64_t *slot_key)
 {
 	return tp_hash_get_by(h, str_hash(s), s, same, arg, slot_key);
 }

@@ -44,6 +44,8 @@ bool tp_hash_del(struct tp_hash *h, uint64_t key);
 int tp_hash_foreach(const struct tp_hash *h, int (*fn)(void *arg, uint64_t key, uint64_t *val),
 		    void *arg);
 void tp_hash_release(struct tp_hash *h);
+/* Make @dst (empty) a copy of @src.  0 or -ENOMEM (@dst left empty). */
+int tp_hash_copy(struct tp_hash *dst, const struct tp_hash *src);
 
 /* ---- keys longer than 64 bits (strings, arrays) ----
  * The table maps a 64-bit hash of the caller's key to the caller's index of it; keys whose
@@ -57,7 +59,7 @@ uint64_t *tp_hash_get_by(const struct tp_hash *h, uint64_t hash, const void *key
 			 tp_hash_same_fn same, void *arg, uint64_t *slot_key);
 
 /* The same for a string @s (@same receives it as @key). */
-uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same,
-			  void *arg, uint64_t *slot_key);
+uint64_t *tp_hash_get_str(const struct tp_hash *h, const char *s, tp_hash_same_fn same, void *arg,
+			  uint64_t *slot_key);
 
 #endif

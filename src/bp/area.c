@@ -272,8 +272,8 @@ int tp_bp_unmap(struct tp_bps *b, pid_t tid, uint64_t base, uint64_t len)
 /* The breakpoint whose slot holds @pc, or NULL. */
 struct bp *tp_bp_in_slot(struct tp_bps *b, uint64_t pc)
 {
-	for (unsigned i = 0; i < b->cap; i++) {
-		struct bp *bp = &b->tab[i];
+	for (unsigned i = 0; i < b->npool; i++) {
+		struct bp *bp = &b->pool[i];
 
 		if (bp->addr && pc >= bp->slot && pc < bp->slot + SLOT_SIZE)
 			return bp;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/hash.h"
 #include "arch/arch.h"
 #include "bp/bp.h"
 #include "bp/rstub.h"
@@ -22,7 +23,6 @@
 #define SLOT_SIZE 64
 #define JMP_LEN 5 /* jmp rel32 */
 #define REACH ((int64_t)1 << 31)
-#define TABLE_MIN 64 /* breakpoint table entries at first (a power of two) */
 
 /* Returns without a stop: ASYNC_SLOTS return stubs, then as many records, in one mapping
  * anywhere in the address space (stubs reach their records RIP-relative). */
@@ -84,8 +84,9 @@ struct bp {
 struct tp_bps {
 	struct tp_proc *p;
 	pid_t pid;
-	struct bp *tab; /* open addressing on addr */
-	unsigned cap, n;
+	struct bp *pool; /* the breakpoints, pool[0 .. npool) */
+	unsigned npool, cap;
+	struct tp_hash index; /* addr -> its index in pool */
 	struct area *areas;
 	unsigned nareas;
 	struct tp_event *q; /* events deferred while waiting for one task */
@@ -156,19 +157,11 @@ struct shadow {
 	bool errno_ok;
 };
 
-static inline unsigned tp_bp_hash(uint64_t addr, unsigned cap)
-{
-	return (unsigned)((addr * 0x9e3779b97f4a7c15ULL) >> 32) & (cap - 1);
-}
-
 static inline struct bp *tp_bp_find(struct tp_bps *b, uint64_t addr)
 {
-	for (unsigned i = tp_bp_hash(addr, b->cap);; i = (i + 1) & (b->cap - 1)) {
-		if (b->tab[i].addr == addr)
-			return &b->tab[i];
-		if (!b->tab[i].addr)
-			return NULL;
-	}
+	uint64_t *i = tp_hash_get(&b->index, addr);
+
+	return i ? &b->pool[*i] : NULL;
 }
 
 static inline uint64_t tp_bp_stub_at(const struct tp_bps *b, uint32_t k)

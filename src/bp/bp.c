@@ -17,13 +17,6 @@ struct tp_bps *tp_bps_new(struct tp_proc *p, pid_t pid)
 		return NULL;
 	b->p = p;
 	b->pid = pid;
-	b->cap = TABLE_MIN;
-	b->tab = calloc(b->cap, sizeof(*b->tab));
-	if (!b->tab) {
-		free(b);
-		errno = ENOMEM;
-		return NULL;
-	}
 	return b;
 }
 
@@ -31,7 +24,8 @@ void tp_bps_free(struct tp_bps *bps)
 {
 	if (!bps)
 		return;
-	free(bps->tab);
+	free(bps->pool);
+	tp_hash_release(&bps->index);
 	free(bps->areas);
 	free(bps->q);
 	for (unsigned i = 0; i < bps->nsh; i++)
@@ -55,33 +49,23 @@ int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t 
 	return tp_proc_inject_syscall(bps->p, bps->pid, tid, nr, args, ret);
 }
 
+/* A new breakpoint record at @addr (not in the table), zeroed but for its address; records
+ * move when the pool grows: pointers to them last until the next add. */
 struct bp *tp_bp_add(struct tp_bps *b, uint64_t addr)
 {
-	unsigned i;
-
-	if (2 * (b->n + 1) > b->cap) {
-		unsigned ncap = 2 * b->cap;
-		struct bp *n = calloc(ncap, sizeof(*n));
+	if (b->npool == b->cap) {
+		unsigned ncap = b->cap ? 2 * b->cap : 64;
+		struct bp *n = realloc(b->pool, ncap * sizeof(*n));
 
 		if (!n)
 			return NULL;
-		for (unsigned k = 0; k < b->cap; k++) {
-			if (!b->tab[k].addr)
-				continue;
-			for (i = tp_bp_hash(b->tab[k].addr, ncap); n[i].addr;
-			     i = (i + 1) & (ncap - 1))
-				;
-			n[i] = b->tab[k];
-		}
-		free(b->tab);
-		b->tab = n;
+		b->pool = n;
 		b->cap = ncap;
 	}
-	for (i = tp_bp_hash(addr, b->cap); b->tab[i].addr; i = (i + 1) & (b->cap - 1))
-		;
-	b->n++;
-	b->tab[i].addr = addr;
-	return &b->tab[i];
+	if (tp_hash_put(&b->index, addr, b->npool))
+		return NULL;
+	b->pool[b->npool] = (struct bp){.addr = addr};
+	return &b->pool[b->npool++];
 }
 
 int tp_bp_poke(pid_t pid, uint64_t addr, bool on, uint8_t orig)
@@ -186,32 +170,29 @@ bool tp_bp_owns_trap(struct tp_bps *bps, uint64_t pc)
 
 int tp_bp_forget(struct tp_bps *bps, uint64_t lo, uint64_t hi)
 {
-	unsigned n = 0;
+	struct tp_hash index = {0};
+	unsigned n = 0, kept = 0;
 
-	for (unsigned i = 0; i < bps->cap; i++)
-		if (bps->tab[i].addr >= lo && bps->tab[i].addr < hi)
-			n++;
+	for (unsigned i = 0; i < bps->npool; i++)
+		n += bps->pool[i].addr >= lo && bps->pool[i].addr < hi;
 	if (!n)
 		return 0;
-	/* Rebuild the table without them (open addressing: no holes left behind). */
-	struct bp *old = bps->tab;
-	unsigned cap = bps->cap;
+	/* The new index first: out of memory, nothing is forgotten. */
+	for (unsigned i = 0; i < bps->npool; i++) {
+		uint64_t a = bps->pool[i].addr;
 
-	bps->tab = calloc(cap, sizeof(*bps->tab));
-	if (!bps->tab) {
-		bps->tab = old;
-		return -ENOMEM;
+		if ((a < lo || a >= hi) && tp_hash_put(&index, a, kept++)) {
+			tp_hash_release(&index);
+			return -ENOMEM;
+		}
 	}
-	bps->n = 0;
-	for (unsigned i = 0; i < cap; i++) {
-		struct bp *bp;
-
-		if (!old[i].addr || (old[i].addr >= lo && old[i].addr < hi))
-			continue;
-		bp = tp_bp_add(bps, old[i].addr);
-		*bp = old[i];
-	}
-	free(old);
+	kept = 0;
+	for (unsigned i = 0; i < bps->npool; i++)
+		if (bps->pool[i].addr < lo || bps->pool[i].addr >= hi)
+			bps->pool[kept++] = bps->pool[i];
+	bps->npool = kept;
+	tp_hash_release(&bps->index);
+	bps->index = index;
 	return (int)n;
 }
 
@@ -223,17 +204,17 @@ struct tp_bps *tp_bps_clone(const struct tp_bps *parent, pid_t pid)
 		return NULL;
 	b->p = parent->p;
 	b->pid = pid;
-	b->cap = parent->cap;
-	b->n = parent->n;
 	b->tramp = parent->tramp;
 	b->nareas = parent->nareas;
-	b->tab = malloc(b->cap * sizeof(*b->tab));
+	b->pool = malloc((parent->npool ? parent->npool : 1) * sizeof(*b->pool));
 	b->areas = malloc((b->nareas ? b->nareas : 1) * sizeof(*b->areas));
-	if (!b->tab || !b->areas) {
+	if (!b->pool || !b->areas || tp_hash_copy(&b->index, &parent->index)) {
 		tp_bps_free(b);
 		return NULL;
 	}
-	memcpy(b->tab, parent->tab, b->cap * sizeof(*b->tab));
+	b->cap = parent->npool ? parent->npool : 1;
+	b->npool = parent->npool;
+	memcpy(b->pool, parent->pool, b->npool * sizeof(*b->pool));
 	memcpy(b->areas, parent->areas, b->nareas * sizeof(*b->areas));
 	/* The child has a copy of the stubs and records, and of the frames using them. */
 	b->ret_fn = parent->ret_fn;

@@ -273,8 +273,8 @@ int tp_bp_remove_all(struct tp_bps *bps)
 	for (unsigned i = 0; bps->ret_fn && bps->amap && i < bps->nsh; i++)
 		tp_bp_reap_frames(bps, bps->sh[i].tid, &bps->sh[i], UINT64_MAX, false, false, 0,
 				  NULL);
-	for (unsigned i = 0; i < bps->cap; i++) {
-		struct bp *bp = &bps->tab[i];
+	for (unsigned i = 0; i < bps->npool; i++) {
+		struct bp *bp = &bps->pool[i];
 
 		if (!bp->addr)
 			continue;
@@ -286,7 +286,8 @@ int tp_bp_remove_all(struct tp_bps *bps)
 			err = r;
 		bp->addr = 0;
 	}
-	bps->n = 0;
+	bps->npool = 0;
+	tp_hash_release(&bps->index);
 	/* Return addresses the trampoline and the stubs took are given back on the stacks,
 	 * also those of frames dropped as unwound that could still return (a stack switch). */
 	maybe = bps->amap ? calloc(ASYNC_SLOTS, 1) : NULL;
@@ -404,8 +405,8 @@ void tp_bp_crash_restore(struct tp_bps *bps)
 	n = tp_proc_tasks_of(bps->p, bps->pid, tids, TASKS_MAX);
 	for (int i = 0; i < n && i < TASKS_MAX; i++)
 		crash_settle(bps, tids[i]);
-	for (unsigned i = 0; i < bps->cap; i++) {
-		struct bp *bp = &bps->tab[i];
+	for (unsigned i = 0; i < bps->npool; i++) {
+		struct bp *bp = &bps->pool[i];
 
 		if (bp->addr)
 			tp_bp_poke(bps->pid, bp->addr, false, bp->orig[0]);
