@@ -447,6 +447,8 @@ int tp_calls_run(const struct tp_calls_opts *o)
 out:
 	tp_proc_guard_clear();
 	tp_calls_lines_flush(&s);
+	if (s.started)
+		tp_select_warn_unmatched(s.sel);
 	if (o->summary && s.started)
 		print_summary(&s);
 	tp_plugins_free(s.plugins);
