@@ -371,6 +371,10 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 				shown = true;
 			if (sel)
 				name = sel;
+		} else if (!want) {
+			/* Not selectable here, but a deselection may name it (the warning). */
+			for (int k = 0; k < f->nnames; k++)
+				tp_select_note(s->sel, o->path, f->names[k]);
 		}
 		if (!name)
 			continue;

@@ -105,7 +105,7 @@ struct thread {
 	struct rec *recs; /* mirrors the bp module's shadow stack */
 	unsigned n, cap;
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
-	uint64_t line_ns;   /* the time of its last line (lines.c keeps them in order) */
+	uint64_t line_tsc;  /* the time (TSC) of its last line: lines.c keeps them in order */
 };
 
 struct session {
@@ -137,6 +137,7 @@ struct session {
 	char insert_what[256];
 	struct calls_trace *trace;
 	struct calls_lines *lines; /* lines.c */
+	uint64_t ret_tsc;	   /* the stub's TSC of the return being reported, 0 at a stop */
 	int status;		   /* exit status of the launched program */
 	bool launched;
 	bool started;

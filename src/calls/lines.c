@@ -12,6 +12,7 @@
 #include <sys/auxv.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <x86intrin.h>
 
 #include "base/text.h"
 #include "base/vec.h"
@@ -23,7 +24,7 @@
 #define HELD_MAX (1u << 18)
 
 struct line {
-	uint64_t key, seq; /* the time of what it shows; ties in the order they came */
+	uint64_t key, seq; /* the TSC of what it shows; ties in the order they came */
 	char *text;
 	size_t len;
 };
@@ -31,7 +32,7 @@ struct line {
 struct calls_lines {
 	struct tp_vec heap; /* struct line, a binary min-heap on (key, seq) */
 	uint64_t seq;
-	uint64_t horizon;  /* the start of the previous reading of every thread's returns */
+	uint64_t horizon;  /* the start (TSC) of the previous reading of every thread's returns */
 	uint64_t next_due; /* when to read them again */
 	char *buf;	   /* the line being built */
 	size_t len, cap;
@@ -143,9 +144,9 @@ static void emit(struct session *s, struct calls_lines *L, struct thread *t, uin
 	/* A thread's lines stay in the order they came (an unwound call's line is as of the
 	 * stop that finds it, which may be later than a return read at the same stop). */
 	if (t) {
-		if (ln.key < t->line_ns)
-			ln.key = t->line_ns;
-		t->line_ns = ln.key;
+		if (ln.key < t->line_tsc)
+			ln.key = t->line_tsc;
+		t->line_tsc = ln.key;
 	}
 	if (!s->async) {
 		/* Every return stops: the lines come in the order of the stops already. */
@@ -177,14 +178,15 @@ void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *r
 		add(s, L, "[%d] %*s    at %s\n", t->tid, (int)(2 * depth), "", buf);
 	}
 	/* A return read from its stub is as of the stub's time stamp; other lines, of the
-	 * stop being handled. */
-	emit(s, L, t, rc->c.return_ns ? rc->c.return_ns : tp_calls_now_ns());
+	 * stop being handled.  Raw TSC readings: converting them to the clock (the stubs
+	 * have no other) can be off by as long as tracepad was preempted in the conversion. */
+	emit(s, L, t, s->ret_tsc ? s->ret_tsc : __rdtsc());
 }
 
 void tp_calls_lines_tick(struct session *s, bool ticked)
 {
 	struct calls_lines *L = s->lines;
-	uint64_t now;
+	uint64_t now, start;
 
 	if (!s->async) {
 		if (ticked)
@@ -194,6 +196,7 @@ void tp_calls_lines_tick(struct session *s, bool ticked)
 	now = tp_calls_now_ns();
 	if (!ticked && (!L || now < L->next_due))
 		return;
+	start = __rdtsc();
 	/* A return that happened before the previous reading was read by this one at the
 	 * latest (unless its thread was held inside the stub's few instructions for a whole
 	 * tick): every line before it is known. */
@@ -206,7 +209,7 @@ void tp_calls_lines_tick(struct session *s, bool ticked)
 
 		while (L->heap.n && (v = L->heap.data, v[0].key < L->horizon))
 			heap_pop_write(L, s->o->out);
-		L->horizon = now;
+		L->horizon = start;
 		L->next_due = now + TICK_NS;
 	}
 	fflush(s->o->out);
@@ -481,7 +484,7 @@ void tp_calls_event_exec(struct session *s, struct thread *t)
 		goto err_list;
 	if (!s->o->summary && (L = lines_of(s))) {
 		add(s, L, "[%d] +++ exec %s %s +++\n", t->tid, qpath, list);
-		emit(s, L, t, tp_calls_now_ns());
+		emit(s, L, t, __rdtsc());
 	}
 	if (s->trace)
 		tp_calls_trace_exec(s->trace, t->pid, t->tid, path, list);
@@ -529,7 +532,7 @@ void tp_calls_event_exit(struct session *s, struct thread *t, int status)
 			json = NULL;
 	}
 	if (!s->o->summary)
-		emit(s, L, t, tp_calls_now_ns());
+		emit(s, L, t, __rdtsc());
 	if (want_json(s)) {
 		if (!json)
 			s->err = -ENOMEM;
@@ -562,7 +565,7 @@ void tp_calls_event_signal(struct session *s, struct thread *t, const siginfo_t 
 	sig_name(si->si_signo, b, sizeof(b));
 	if (!s->o->summary) {
 		add(s, L, "[%d] --- %s %s ---\n", t->tid, b, info);
-		emit(s, L, t, tp_calls_now_ns());
+		emit(s, L, t, __rdtsc());
 	}
 	if (s->trace)
 		tp_calls_trace_signal(s->trace, t->pid, t->tid, b, info);

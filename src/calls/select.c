@@ -217,11 +217,21 @@ bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_a
 {
 	if (s->from_default && dflt_any)
 		return true;
-	/* Deselections too: a pattern that matches no function is told at the end. */
 	for (int i = 0; i < s->n; i++)
-		if (!s->p[i].obj || obj_match(s->p[i].obj, obj))
+		if (!s->p[i].neg && (!s->p[i].obj || obj_match(s->p[i].obj, obj)))
 			return true;
 	return false;
+}
+
+void tp_select_note(struct tp_select *s, const char *obj, const char *fn)
+{
+	for (int i = 0; i < s->nuser; i++) {
+		struct pat *pt = &s->p[i];
+
+		if (pt->neg && !pt->hit && (!pt->obj || obj_match(pt->obj, obj)) &&
+		    !fnmatch(pt->fn, fn, 0))
+			pt->hit = true;
+	}
 }
 
 /* ---- symbols ---- */

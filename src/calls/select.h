@@ -23,6 +23,9 @@ bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, bool 
 int tp_select_warn_unmatched(const struct tp_select *s);
 /* Could @obj hold a selected function at all (to skip reading objects no pattern names)? */
 bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any);
+/* Function @fn of an object that may match nothing (skipped): a deselection that names it
+ * has matched a function all the same. */
+void tp_select_note(struct tp_select *s, const char *obj, const char *fn);
 
 /* A defined function of an object, with all the names at its address. */
 struct tp_fsym {

@@ -447,7 +447,9 @@ void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
 	if (!t)
 		return;
 	memcpy(fp.xmm_space, &st->xmm0, 8);
+	s->ret_tsc = st->tsc;
 	on_return(s, t, st, &regs, &fp, tsc_to_ns(s, st->tsc));
+	s->ret_tsc = 0;
 }
 
 /* Report the returns without a stop of every thread of @im; @t is at a stop with stack
@@ -505,9 +507,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 		reap_image(s, im, t, regs.rsp); /* the returns go with the old image */
 	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
 	if (r == 0) {
-		siginfo_t si = {.si_signo = SIGTRAP, .si_code = SI_KERNEL}; /* the program's int3 */
-
-		tp_calls_event_signal(s, t, &si);
+		tp_calls_event_signal(s, t, &ev->si); /* the program's own int3 */
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
 	}
 	if (r < 0) {

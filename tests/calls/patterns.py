@@ -31,6 +31,13 @@ check(sorted(warned(r)) == sorted(["tpc_nope", "!tpc_nope2", "!libc:mallocc", "l
       warned(r))
 check(all(WARN.match(ln) for ln in r.err.splitlines()), "nothing else on stderr", r.err)
 
+# Deselections in an object no selecting pattern names (its functions are not matched):
+# one that names a function of it is not warned of, a misspelt one is.
+pats = "libtpcalls:tpc_add,!libc:free,!libc:mallocc"
+r = calls(["-e", pats], [lazy, "50"])
+check(r.rc == 0 and len(r.calls) == 50 and warned(r) == ["!libc:mallocc"],
+      "-e %r: 50 calls, a warning for !libc:mallocc only" % pats, r)
+
 # Patterns that match: no warning (the default selection, a '!' of a default function).
 r = calls(["-e", "!tpc_c"], [lazy, "5"])
 check(r.rc == 0 and r.calls and not warned(r), "-e '!tpc_c': no warning", r)
