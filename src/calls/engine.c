@@ -315,14 +315,17 @@ static bool is_import(struct image *im, const char *name)
 static const char *selected_name(struct session *s, struct image *im, struct object *o,
 				 const struct tp_fsym *fs)
 {
+	const char *sel = NULL;
+
+	/* Every name is matched: each pattern learns whether it matched a function. */
 	for (int k = 0; k < fs->nnames; k++) {
 		const char *n = fs->names[k];
 		bool dflt = o->main ? !crt_name(n) : is_import(im, n);
 
-		if (tp_select_match(s->sel, o->path, n, dflt))
-			return n;
+		if (tp_select_match(s->sel, o->path, n, dflt) && !sel)
+			sel = n;
 	}
-	return NULL;
+	return sel;
 }
 
 /* Read the functions of a newly mapped object and plant its breakpoints.  Returns 0 (an
@@ -374,6 +377,10 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 				shown = true;
 			if (sel)
 				name = sel;
+		} else if (!want) {
+			/* Not selectable here, but a deselection may name it (the warning). */
+			for (int k = 0; k < f->nnames; k++)
+				tp_select_note(s->sel, o->path, f->names[k]);
 		}
 		if (!name)
 			continue;

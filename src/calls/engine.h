@@ -112,6 +112,7 @@ struct thread {
 	struct rec *recs; /* mirrors the bp module's shadow stack */
 	unsigned n, cap;
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
+	uint64_t line_tsc;  /* the time (TSC) of its last line: lines.c keeps them in order */
 };
 
 struct session {
@@ -142,7 +143,9 @@ struct session {
 	int insert_err;
 	char insert_what[256];
 	struct calls_trace *trace;
-	int status; /* exit status of the launched program */
+	struct calls_lines *lines; /* lines.c */
+	uint64_t ret_tsc;	   /* the stub's TSC of the return being reported, 0 at a stop */
+	int status;		   /* exit status of the launched program */
 	bool launched;
 	bool started;
 	char *exit_calls[TP_CALLS_EXIT_CALLS]; /* "object:name", from the plugins */
@@ -193,7 +196,33 @@ struct calls_trace;
 int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace **out);
 void tp_calls_trace_call(struct calls_trace *t, const struct rec *r);
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret);
+void tp_calls_trace_exec(struct calls_trace *t, pid_t pid, pid_t tid, const char *path,
+			 const char *argv);
+/* @signame: killed by that signal (@core: dumping core), NULL: exited with @code. */
+void tp_calls_trace_exit(struct calls_trace *t, pid_t pid, pid_t tid, int code, const char *signame,
+			 bool core);
+void tp_calls_trace_signal(struct calls_trace *t, pid_t pid, pid_t tid, const char *signame,
+			   const char *info);
 /* Finish and free the trace (@t may be NULL); returns 0 or -errno. */
 int tp_calls_trace_close(struct calls_trace *t);
+
+/* lines.c: the output.  Without TRACEPAD_CALLS_SYNC (s->async), lines are held and written
+ * in the order of their times, once every thread's returns up to then are known:
+ * tp_calls_lines_tick() in the event loop reads them every 50 ms (@ticked: now). */
+struct calls_lines;
+void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
+			const char *tail);
+void tp_calls_lines_tick(struct session *s, bool ticked);
+/* Write every line held. */
+void tp_calls_lines_flush(struct session *s);
+void tp_calls_lines_free(struct session *s);
+/* Process events of @t's process: a line, a JSON object of the -c --json summary, a trace
+ * event.  exec: at the exec stop; exit: the wait status of its last thread; a signal about
+ * to be delivered. */
+void tp_calls_event_exec(struct session *s, struct thread *t);
+void tp_calls_event_exit(struct session *s, struct thread *t, int status);
+void tp_calls_event_signal(struct session *s, struct thread *t, const siginfo_t *si);
+/* -c --json: the events' array, as the member "events" of the summary object. */
+void tp_calls_events_json(struct session *s, FILE *f);
 
 #endif

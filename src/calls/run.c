@@ -233,7 +233,9 @@ static void print_summary(struct session *s)
 				e->returns ? e->total / e->returns : 0, e->returns ? e->min : 0,
 				e->max);
 		}
-		fputs("]}\n", f);
+		fputs("]", f);
+		tp_calls_events_json(s, f);
+		fputs("}\n", f);
 	} else {
 		fprintf(f, "%10s %8s %12s %10s %10s %10s  %s\n", "calls", "errors", "total s",
 			"avg us", "min us", "max us", "function");
@@ -408,14 +410,9 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	for (;;) {
 		struct tp_event ev;
 
-		if (ticked) {
-			ticked = 0;
-			for (int i = 0; s.async && i < s.nthreads; i++)
-				if (s.threads[i]->img)
-					tp_bp_reap(s.threads[i]->img->bps, s.threads[i]->tid, true,
-						   0);
-			fflush(o->out); /* what is known by now is out within a tick */
-		}
+		/* Returns made without a stop are read, what is known is out within a tick. */
+		tp_calls_lines_tick(&s, ticked);
+		ticked = 0;
 		if ((o->stop && *o->stop) || (deadline && tp_calls_now_ns() >= deadline))
 			break;
 		r = tp_proc_wait(s.p, &ev);
@@ -464,11 +461,15 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		ret = WIFSIGNALED(s.status) ? 128 + WTERMSIG(s.status) : WEXITSTATUS(s.status);
 out:
 	tp_proc_guard_clear();
+	tp_calls_lines_flush(&s);
+	if (s.started)
+		tp_select_warn_unmatched(s.sel);
 	if (o->summary && s.started)
 		print_summary(&s);
 	tp_plugins_free(s.plugins);
 	while (s.nexit_calls)
 		free(s.exit_calls[--s.nexit_calls]);
+	tp_calls_lines_free(&s);
 	if (s.trace && tp_calls_trace_close(s.trace) && !ret)
 		ret = 1;
 	fflush(o->out);

@@ -1,5 +1,6 @@
-/* -e patterns (globs over OBJECT:FUNCTION, '!' to deselect, applied in order) and the
- * function symbols of an object, from its .symtab and .dynsym (src/elf). */
+/* -e patterns (globs over OBJECT:FUNCTION or ltrace's FUNCTION@OBJECT, '!' to deselect,
+ * applied in order) and the function symbols of an object, from its .symtab and .dynsym
+ * (src/elf). */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -9,19 +10,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "calls/select.h"
 #include "elf/file.h"
 
 struct pat {
 	bool neg;
+	bool hit;  /* matched a function of an object scanned */
 	char *obj; /* NULL: any object */
 	char *fn;
+	char *text; /* as given */
 };
 
 struct tp_select {
 	struct pat *p;
 	int n;
 	bool from_default; /* the first pattern deselects: start from the default selection */
+	int nuser;	   /* the first ones are the user's (-e); then plugins' */
 };
 
 const char *tp_select_base(const char *path)
@@ -44,47 +49,74 @@ static bool glob_ok(const char *g)
 
 static int add_one(struct tp_select *s, char *tok, char *err, size_t errlen)
 {
-	struct pat pt = {0}, *n;
-	char *colon;
+	struct pat pt = {.text = strdup(tok)}, *n;
+	char *colon, *at, *obj, *fn;
+	int r = -EINVAL;
 
+	if (!pt.text)
+		return -ENOMEM;
 	if (*tok == '!') {
 		pt.neg = true;
 		tok++;
 	}
 	colon = strchr(tok, ':');
+	at = strchr(tok, '@');
 	if (colon && strchr(colon + 1, ':')) {
 		snprintf(err, errlen, "bad pattern '%s': more than one ':'", tok);
-		return -EINVAL;
+		goto err;
 	}
-	if (colon)
-		*colon = 0;
-	if (!*tok || (colon && !colon[1])) {
-		snprintf(err, errlen, "bad pattern '%s%s': empty %s", colon ? tok : "",
-			 colon ? ":" : "",
-			 *tok	 ? "function"
-			 : colon ? "object"
-				 : "pattern");
-		return -EINVAL;
+	if (at && (colon || strchr(at + 1, '@'))) {
+		snprintf(err, errlen, "bad pattern '%s': FUNCTION@OBJECT takes one '@' and no ':'",
+			 tok);
+		goto err;
 	}
-	if (!glob_ok(tok) || (colon && !glob_ok(colon + 1))) {
-		snprintf(err, errlen, "bad pattern '%s': unbalanced '['", colon ? colon + 1 : tok);
-		return -EINVAL;
+	if (at) {
+		/* ltrace's spelling, malloc@libc.so.6: the object after the '@'. */
+		*at = 0;
+		obj = at + 1;
+		fn = tok;
+		if (!*fn || !*obj) {
+			snprintf(err, errlen, "bad pattern '%s@%s': empty %s", fn, obj,
+				 *fn ? "object" : "function");
+			goto err;
+		}
+	} else {
+		if (colon)
+			*colon = 0;
+		if (!*tok || (colon && !colon[1])) {
+			snprintf(err, errlen, "bad pattern '%s%s': empty %s", colon ? tok : "",
+				 colon ? ":" : "",
+				 *tok	 ? "function"
+				 : colon ? "object"
+					 : "pattern");
+			goto err;
+		}
+		obj = colon ? tok : NULL;
+		fn = colon ? colon + 1 : tok;
 	}
-	pt.obj = colon ? strdup(tok) : NULL;
-	pt.fn = strdup(colon ? colon + 1 : tok);
+	if (!glob_ok(fn) || (obj && !glob_ok(obj))) {
+		snprintf(err, errlen, "bad pattern '%s': unbalanced '['", glob_ok(fn) ? obj : fn);
+		goto err;
+	}
+	pt.obj = obj ? strdup(obj) : NULL;
+	pt.fn = strdup(fn);
 	n = realloc(s->p, (s->n + 1) * sizeof(*n));
-	if (!pt.fn || (colon && !pt.obj) || !n) {
-		free(pt.obj);
-		free(pt.fn);
-		if (n)
-			s->p = n;
-		return -ENOMEM;
+	if (n)
+		s->p = n;
+	if (!pt.fn || (obj && !pt.obj) || !n) {
+		r = -ENOMEM;
+		goto err;
 	}
-	s->p = n;
 	if (!s->n)
 		s->from_default = pt.neg;
 	s->p[s->n++] = pt;
 	return 0;
+
+err:
+	free(pt.obj);
+	free(pt.fn);
+	free(pt.text);
+	return r;
 }
 
 int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen)
@@ -120,6 +152,7 @@ struct tp_select *tp_select_new(char *const *args, int nargs, char *err, size_t 
 			return NULL;
 		}
 	}
+	s->nuser = s->n;
 	return s;
 }
 
@@ -130,6 +163,7 @@ void tp_select_free(struct tp_select *s)
 	for (int i = 0; i < s->n; i++) {
 		free(s->p[i].obj);
 		free(s->p[i].fn);
+		free(s->p[i].text);
 	}
 	free(s->p);
 	free(s);
@@ -152,17 +186,31 @@ static bool obj_match(const char *glob, const char *path)
 	return false;
 }
 
-bool tp_select_match(const struct tp_select *s, const char *obj, const char *fn, bool dflt)
+bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, bool dflt)
 {
 	bool sel = s->from_default && dflt;
 
 	for (int i = 0; i < s->n; i++) {
-		const struct pat *pt = &s->p[i];
+		struct pat *pt = &s->p[i];
 
-		if ((!pt->obj || obj_match(pt->obj, obj)) && !fnmatch(pt->fn, fn, 0))
+		if ((!pt->obj || obj_match(pt->obj, obj)) && !fnmatch(pt->fn, fn, 0)) {
 			sel = !pt->neg;
+			pt->hit = true;
+		}
 	}
 	return sel;
+}
+
+int tp_select_warn_unmatched(const struct tp_select *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->nuser; i++)
+		if (!s->p[i].hit) {
+			tp_warn("pattern '%s' matched no function", s->p[i].text);
+			n++;
+		}
+	return n;
 }
 
 bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any)
@@ -173,6 +221,17 @@ bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_a
 		if (!s->p[i].neg && (!s->p[i].obj || obj_match(s->p[i].obj, obj)))
 			return true;
 	return false;
+}
+
+void tp_select_note(struct tp_select *s, const char *obj, const char *fn)
+{
+	for (int i = 0; i < s->nuser; i++) {
+		struct pat *pt = &s->p[i];
+
+		if (pt->neg && !pt->hit && (!pt->obj || obj_match(pt->obj, obj)) &&
+		    !fnmatch(pt->fn, fn, 0))
+			pt->hit = true;
+	}
 }
 
 /* ---- symbols ---- */

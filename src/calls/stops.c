@@ -126,16 +126,7 @@ int tp_calls_add_pid(struct session *s, pid_t pid)
 static void print_line(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
 		       const char *tail)
 {
-	FILE *out = s->o->out;
-
-	fprintf(out, "[%d] %*s%s:%s(%s)%s\n", t->tid, (int)(2 * depth), "", rc->f->obj->base,
-		rc->f->name, rc->args, tail);
-	for (int i = 1; i < rc->npcs; i++) {
-		char buf[512];
-
-		tp_calls_symbolize(s, t->pid, rc->pcs[i], true, buf, sizeof(buf));
-		fprintf(out, "[%d] %*s    at %s\n", t->tid, (int)(2 * depth), "", buf);
-	}
+	tp_calls_line_call(s, t, rc, depth, tail);
 }
 
 /* Calls of @t above index @keep that will never return here (longjmp, exception, exit). */
@@ -462,7 +453,9 @@ void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
 	if (!t)
 		return;
 	memcpy(fp.xmm_space, &st->xmm0, 8);
+	s->ret_tsc = st->tsc;
 	on_return(s, t, st, &regs, &fp, tsc_to_ns(s, st->tsc));
+	s->ret_tsc = 0;
 }
 
 /* Report the returns without a stop of every thread of @im; @t is at a stop with stack
@@ -524,8 +517,10 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 			return r < 0 && r != -ESRCH ? r : 0;
 	}
 	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
-	if (r == 0)
+	if (r == 0) {
+		tp_calls_event_signal(s, t, &ev->si); /* the program's own int3 */
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+	}
 	if (r < 0) {
 		if (r == -ESRCH)
 			return 0;
@@ -713,6 +708,7 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 		return -ENOMEM;
 	tp_calls_trap_init(t->img, ev->tid);
 	t->report = true;
+	tp_calls_event_exec(s, t);
 	tp_plugins_process(s->plugins, ev->pid, TRACEPAD_PROC_START);
 	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 }
@@ -761,6 +757,8 @@ static void on_exited(struct session *s, const struct tp_event *ev)
 		return;
 	im = t->img;
 	drop_recs(s, t, 0, " = <no return>");
+	if (ev->leader)
+		tp_calls_event_exit(s, t, ev->status);
 	if (im)
 		tp_bp_drop_thread(im->bps, t->tid);
 	tp_calls_thread_del(s, t);
@@ -799,8 +797,10 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 
 			tp_bp_reap(t->img->bps, t->tid, false, 0);
 			r = tp_bp_signal_stop(t->img->bps, t->tid, &ev->si);
-			if (r == 2)
+			if (r == 2) {
+				tp_calls_event_signal(s, t, &ev->si);
 				return signal_at_trampoline(s, ev);
+			}
 			/* Its SIGTRAP disposition may have been reset by the steps. */
 			if (r > 0 && t->img->trap_custom)
 				trap_check(t->img, t->tid);
@@ -810,6 +810,7 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 			tp_calls_watch_hit(s, t->img, ev->tid);
 			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
 		}
+		tp_calls_event_signal(s, t, &ev->si);
 		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, ev->sig);
 	case TP_EV_CLONE:
 		t = thread_find(s, ev->tid);

@@ -1,5 +1,6 @@
-/* `tracepad calls --trace DIR`: each call's entry and return as events of a CTF trace
- * (the trace store's tracer-side producer), read by tracepad dump/report/export. */
+/* `tracepad calls --trace DIR`: each call's entry and return, and the process events (exec,
+ * exit, signals), as events of a CTF trace (the trace store's tracer-side producer), read by
+ * tracepad dump/report/export. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 struct calls_trace {
 	struct tp_trace_writer *w;
 	struct tp_trace_producer prod;
-	int id_entry, id_return;
+	int id_entry, id_return, id_exec, id_exit, id_killed, id_signal;
 	int err;
 };
 
@@ -31,6 +32,25 @@ static const struct tp_trace_field_desc return_fields[] = {
     {"depth", TP_TRACE_INT, 32},
 };
 
+static const struct tp_trace_field_desc exec_fields[] = {
+    {"program", TP_TRACE_STRING},
+    {"argv", TP_TRACE_STRING},
+};
+
+static const struct tp_trace_field_desc exit_fields[] = {
+    {"status", TP_TRACE_INT, 32, true},
+};
+
+static const struct tp_trace_field_desc killed_fields[] = {
+    {"signal", TP_TRACE_STRING},
+    {"core_dumped", TP_TRACE_INT, 8},
+};
+
+static const struct tp_trace_field_desc signal_fields[] = {
+    {"signal", TP_TRACE_STRING},
+    {"siginfo", TP_TRACE_STRING},
+};
+
 int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace **out)
 {
 	struct calls_trace *t = calloc(1, sizeof(*t));
@@ -44,7 +64,19 @@ int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace *
 		goto err_free;
 	t->id_entry = tp_trace_writer_add_class(t->w, "call_entry", entry_fields, 5);
 	t->id_return = tp_trace_writer_add_class(t->w, "call_return", return_fields, 6);
-	r = t->id_entry < 0 ? t->id_entry : t->id_return < 0 ? t->id_return : 0;
+	t->id_exec = tp_trace_writer_add_class(t->w, "process_exec", exec_fields, 2);
+	t->id_exit = tp_trace_writer_add_class(t->w, "process_exit", exit_fields, 1);
+	t->id_killed = tp_trace_writer_add_class(t->w, "process_killed", killed_fields, 2);
+	t->id_signal = tp_trace_writer_add_class(t->w, "signal", signal_fields, 2);
+	{
+		const int ids[] = {t->id_entry,	 t->id_exec,   t->id_exit,
+				   t->id_return, t->id_killed, t->id_signal};
+
+		r = 0;
+		for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+			if (ids[i] < 0)
+				r = ids[i];
+	}
 	if (!r)
 		r = tp_trace_writer_producer_init(t->w, &t->prod);
 	if (r)
@@ -66,14 +98,14 @@ static uint8_t *put_s(uint8_t *q, const char *s)
 	return tp_trace_put_str(q, s, n > 600 ? 600 : n);
 }
 
-static void put(struct calls_trace *t, int id, const struct rec *r, const uint8_t *buf, size_t len)
+static void put(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf, size_t len)
 {
 	uint8_t *e;
 
 	if (t->err)
 		return;
 	e = tp_trace_reserve_at(&t->prod, (uint16_t)id, (uint32_t)len,
-				tp_trace_clock_now(t->prod.clock), r->c.pid, r->c.tid);
+				tp_trace_clock_now(t->prod.clock), pid, tid);
 	if (!e) {
 		t->err = -ENOSPC;
 		return;
@@ -91,7 +123,7 @@ void tp_calls_trace_call(struct calls_trace *t, const struct rec *r)
 	q = tp_trace_put_u64(q, r->f->addr);
 	q = put_s(q, r->args);
 	q = tp_trace_put_u32(q, r->c.depth);
-	put(t, t->id_entry, r, buf, (size_t)(q - buf));
+	put(t, t->id_entry, r->c.pid, r->c.tid, buf, (size_t)(q - buf));
 }
 
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret)
@@ -105,7 +137,42 @@ void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const cha
 	q = put_s(q, ret);
 	q = tp_trace_put_u64(q, d);
 	q = tp_trace_put_u32(q, r->c.depth);
-	put(t, t->id_return, r, buf, (size_t)(q - buf));
+	put(t, t->id_return, r->c.pid, r->c.tid, buf, (size_t)(q - buf));
+}
+
+void tp_calls_trace_exec(struct calls_trace *t, pid_t pid, pid_t tid, const char *path,
+			 const char *argv)
+{
+	uint8_t buf[2048], *q;
+
+	q = put_s(buf, path);
+	q = put_s(q, argv);
+	put(t, t->id_exec, pid, tid, buf, (size_t)(q - buf));
+}
+
+void tp_calls_trace_exit(struct calls_trace *t, pid_t pid, pid_t tid, int code, const char *signame,
+			 bool core)
+{
+	uint8_t buf[64], *q;
+
+	if (!signame) {
+		q = tp_trace_put_u32(buf, (uint32_t)code);
+		put(t, t->id_exit, pid, tid, buf, (size_t)(q - buf));
+		return;
+	}
+	q = tp_trace_put_str(buf, signame, strnlen(signame, 32));
+	q = tp_trace_put_u8(q, core);
+	put(t, t->id_killed, pid, tid, buf, (size_t)(q - buf));
+}
+
+void tp_calls_trace_signal(struct calls_trace *t, pid_t pid, pid_t tid, const char *signame,
+			   const char *info)
+{
+	uint8_t buf[2048], *q;
+
+	q = put_s(buf, signame);
+	q = put_s(q, info);
+	put(t, t->id_signal, pid, tid, buf, (size_t)(q - buf));
 }
 
 int tp_calls_trace_close(struct calls_trace *t)

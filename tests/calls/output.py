@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
-from tpcalls import check, done, calls, run, target, ENTRY, LINE, TRACEPAD
+from tpcalls import check, done, calls, run, target, ENTRY, EVENT, LINE, TRACEPAD
 
 multi = target("calls-multi")
 lazy = target("calls-lazy")
@@ -125,6 +125,10 @@ for pat in ("libtpcalls.so:tpc_add", "libtpcalls:tpc_add", "libtp*:tpc_?dd", "tp
 # Without -T no durations; without -o the lines go to stderr (the program writes none).
 r = run([TRACEPAD, "calls", "-e", "libtpcalls:tpc_add", "--", lazy, "50"])
 ls = r.err.splitlines()
+pid = r.out.split("\n", 1)[0].replace("pid ", "")
+check(ls[-1:] == ["[%s] +++ exited with 0 +++" % pid] and EVENT.match(ls[-1]),
+      "no -o: the program's exit line last on stderr", ls[-1:])
+ls = ls[:-1]
 cl = [LINE.match(ln) for ln in ls]
 check(r.rc == 0 and len(ls) == 50 and all(cl), "no -o: 50 call lines on stderr, nothing else",
       r)

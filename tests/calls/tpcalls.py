@@ -20,6 +20,10 @@ TIMEOUT = 120
 LINE = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) = (.*?)(?: <(\d+\.\d+)>)?$")
 # --entry: [TID] OBJECT:FUNCTION(ARGS) ...
 ENTRY = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) \.\.\.$")
+# Process events, as strace prints them: [PID] +++ exec "PATH" [ARGV] +++, +++ exited with N
+# +++, +++ killed by SIG... +++; [TID] --- SIG... {si_signo=..., ...} ---.
+EVENT = re.compile(r'^\[(\d+)\] (?:\+\+\+ (?:exec ".*" \[.*\]|exited with \d+|'
+                   r'killed by SIG\w+(?: \(core dumped\))?) \+\+\+|--- (SIG\w+) \{si_signo=\2, .*\} ---)$')
 
 
 def target(name):
@@ -99,10 +103,16 @@ class Run(runlib.Run):
     def calls(self):
         return [Call(m) for m in map(LINE.match, self.lines) if m]
 
+    @property
+    def events(self):
+        """The process event lines."""
+        return [ln for ln in self.lines if EVENT.match(ln)]
+
     def unparsed(self, entries=False):
-        """Lines of the -o file that are neither call lines (nor entry lines)."""
-        return [ln for ln in self.lines
-                if not LINE.match(ln) and not (entries and ENTRY.match(ln))]
+        """Lines of the -o file that are neither call lines (nor entry lines) nor process
+        event lines."""
+        return [ln for ln in self.lines if not LINE.match(ln) and not EVENT.match(ln)
+                and not (entries and ENTRY.match(ln))]
 
     def summary(self):
         """The -c --json object, or None."""
