@@ -304,7 +304,9 @@ static int start(struct session *s)
 		}
 		if (r) {
 			tp_err("cannot attach to %d: %s", o->pid,
-			       r == -ESRCH ? "no such process" : strerror(-r));
+			       r == -ESRCH   ? "no such process"
+			       : r == -EINTR ? "interrupted while waiting for its threads to stop"
+					     : strerror(-r));
 			return r;
 		}
 	} else {

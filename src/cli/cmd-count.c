@@ -194,6 +194,10 @@ int cmd_count(int argc, char **argv)
 			if (tp_proc_perm_reason(o.pid, why, sizeof(why)))
 				snprintf(why, sizeof(why), "ptrace refused: permission denied");
 			tp_cli_error("count", "-p %d: %s", (int)o.pid, why);
+		} else if (err == -EINTR && o.pid) {
+			tp_cli_error("count",
+				     "-p %d: interrupted while waiting for its threads to stop",
+				     (int)o.pid);
 		} else if (err == -ESRCH && o.pid)
 			tp_cli_error("count", "-p %d: no such process", (int)o.pid);
 		else if (err == -ENOENT || err == -EACCES || err == -ENOEXEC)

@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "base/log.h"
+#include "proc/proc.h"
 
 #ifndef TP_AGENT_RELDIR
 #define TP_AGENT_RELDIR "../lib/tracepad"
@@ -35,6 +36,8 @@ void tp_cli_catch_signals(void)
 		sigaddset(&sa.sa_mask, sigs[i]);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
+	/* Nor is an attach waited for on end when a thread takes for ever to stop. */
+	tp_proc_set_interrupt(&tp_cli_interrupted);
 }
 
 static void on_alarm(int sig)
