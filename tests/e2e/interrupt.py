@@ -2,11 +2,13 @@
 """Signals to tracepad, sent with kill() as a user's Ctrl-C, a kill or a closed terminal do.
 
 - count -p, calls -p and markers record -p, ended by SIGINT, SIGTERM or SIGHUP mid-run: tracepad
-  ends within 1 s with its report, the program runs on untraced, its text byte-identical to
-  before (/proc/PID/mem over its r-x mappings), to its own output and exit status.
+  ends within 1 s with its report (a second SIGINT while it detaches changes nothing), the
+  program runs on untraced, its text byte-identical to before (/proc/PID/mem over its r-x
+  mappings), to its own output and exit status.
 - The launched forms (count with both engines, calls, markers record): tracepad ends within
   1 s, exit status 128 + the signal, without waiting for the program, which runs to its own
   end (this script is its subreaper) with its own output and exit status 0.
+- An attach that waits for a thread in vfork() gives up at SIGINT, the program untraced.
 - A SIGSTOP'd program, one thread and four, attached with and without --duration: SIGINT
   ends tracepad within 1 s (or --duration does), the program is still stopped (state T), its
   text unchanged, and after SIGCONT it runs to its correct end.
@@ -157,10 +159,17 @@ def traced_by(kind, pid, tp):
     return wait_for(lambda: tracer(pid) == tp.pid or tp.poll() is not None)
 
 
-def stop_tracepad(tp, sig):
-    """Send @sig; (exit status or None, seconds until it ended, stderr)."""
+def stop_tracepad(tp, sig, again=False):
+    """Send @sig (@again: and SIGINT 2 ms later, a second Ctrl-C while it detaches); (exit
+    status or None, seconds until it ended, stderr)."""
     t0 = time.monotonic()
     os.kill(tp.pid, sig)
+    if again:
+        time.sleep(0.002)
+        try:
+            os.kill(tp.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
     try:
         tp.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -209,7 +218,9 @@ for kind in ("count -p", "calls -p", "markers record -p"):
         c.check(traced_by(kind, prog.pid, tp) and tp.poll() is None,
                 what + ": tracepad is at work", tp.poll())
         time.sleep(0.3)
-        rc, took, err = stop_tracepad(tp, sig)
+        rc, took, err = stop_tracepad(tp, sig, again=sig == signal.SIGTERM)
+        if sig == signal.SIGTERM:
+            what += " then SIGINT"
         c.check(rc == 0 and took < BOUND and report_ok(kind, out),
                 what + ": tracepad ended, detached, with its report (%.3f s)" % took,
                 "rc %r, %.3f s\n%s" % (rc, took, err))
@@ -221,6 +232,29 @@ for kind in ("count -p", "calls -p", "markers record -p"):
         rest = read_rest(prog.stdout, 120)
         c.eq((prog.wait(), rest), (0, expected(ROUNDS, threads)),
              what + ": the program ends by itself, with its own output and status")
+
+
+# ---- a thread that cannot stop yet (vfork) ----
+
+for kind in ("count -p", "calls -p"):
+    what = "%s, the main thread in vfork, SIGINT" % kind
+    n += 1
+    prog = subprocess.Popen([PROG, "30", "2", "vfork"], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = readline(prog.stdout, 20)
+    time.sleep(0.2)
+    out = fresh("vfork-%d" % n)
+    tp = subprocess.Popen(attach_cmd(kind, prog.pid, out), stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    rc, took, err = stop_tracepad(tp, signal.SIGINT)
+    c.check(rc == 2 and took < BOUND and "interrupted while waiting" in err,
+            what + ": tracepad gave up the attach at once (%.3f s)" % took,
+            "rc %r\n%s" % (rc, err))
+    c.check(prog.poll() is None and tracer(prog.pid) == 0, what + ": the program is untraced")
+    rest = read_rest(prog.stdout, 60)
+    c.eq((prog.wait(), first + rest), (0, "ready %d\n" % prog.pid + expected(30, 2)),
+         what + ": the program runs to its correct end")
 
 
 # ---- launched ----

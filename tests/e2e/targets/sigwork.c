@@ -2,11 +2,14 @@
  * rounds of a computation checked against its closed form, a static tracepoint and a 10 ms
  * sleep.  Prints "ready PID" first, then "rounds R threads T sum S" and exit status 0 when
  * every check held (1 and a "bad" line otherwise): an untouched program's output is known.
- * Usage: sigwork ROUNDS [THREADS] */
+ * With "vfork", the main thread first waits 3 s in vfork() for a child that sleeps (a thread
+ * that PTRACE_INTERRUPT cannot stop until then).
+ * Usage: sigwork ROUNDS [THREADS [vfork]] */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +51,20 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+/* Apart from main: vfork's return twice must not clobber main's variables. */
+__attribute__((noinline)) static int wait_in_vfork(void)
+{
+	pid_t child = vfork();
+
+	if (child == 0) {
+		struct timespec ts = {3, 0};
+
+		nanosleep(&ts, NULL);
+		_exit(0);
+	}
+	return child < 0;
+}
+
 int main(int argc, char **argv)
 {
 	pthread_t th[THREADS_MAX];
@@ -61,6 +78,8 @@ int main(int argc, char **argv)
 	}
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
+	if (argc > 3 && !strcmp(argv[3], "vfork") && wait_in_vfork())
+		return 1;
 	for (int k = 1; k < nthreads; k++)
 		if (pthread_create(&th[k], NULL, worker, (void *)(intptr_t)k))
 			return 1;
