@@ -156,8 +156,6 @@ int cmd_calls(int argc, char **argv)
 	o.argv = argv + optind;
 	o.stop = &tp_cli_interrupted;
 	tp_cli_catch_signals();
-	if (o.duration > 0)
-		tp_cli_stop_after(o.duration); /* the attach; then the engine keeps the time */
 	ret = tp_calls_run(&o);
 	if (outpath && tp_cli_out_close("calls", o.out, outpath, true))
 		ret = ret ? ret : 1;

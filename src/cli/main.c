@@ -17,10 +17,13 @@
 #endif
 
 volatile sig_atomic_t tp_cli_interrupted;
+/* Set by the signals only, not by --duration: a slow attach is given up at a user's word. */
+static volatile sig_atomic_t signalled;
 
 static void on_signal(int sig)
 {
 	tp_cli_interrupted = sig;
+	signalled = sig;
 }
 
 void tp_cli_catch_signals(void)
@@ -37,7 +40,7 @@ void tp_cli_catch_signals(void)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaction(sigs[i], &sa, NULL);
 	/* Nor is an attach waited for on end when a thread takes for ever to stop. */
-	tp_proc_set_interrupt(&tp_cli_interrupted);
+	tp_proc_set_interrupt(&signalled);
 }
 
 static void on_alarm(int sig)

@@ -118,7 +118,11 @@ def states(pid):
 
 
 def tracer(pid):
-    with open("/proc/%d/status" % pid) as f:
+    return tracer_of(pid, pid)
+
+
+def tracer_of(pid, tid):
+    with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
         for line in f:
             if line.startswith("TracerPid:"):
                 return int(line.split()[1])
@@ -150,13 +154,19 @@ def attach_cmd(kind, pid, out, extra=()):
     return [TRACEPAD, "markers", "record", "--trace", out] + list(extra) + ["-p", str(pid)]
 
 
-def traced_by(kind, pid, tp):
-    """Wait until tracepad is at work on @pid: a ptrace tracer is attached, markers has
-    written its request (it detaches at once)."""
+def traced_by(kind, pid, tp, out=None):
+    """Wait until tracepad is at work on @pid: every thread traced by it (and with @out,
+    calls' output has lines: the attach is over); markers has written its request (it
+    detaches at once)."""
     if kind == "markers record -p":
         time.sleep(0.5)
         return True
-    return wait_for(lambda: tracer(pid) == tp.pid or tp.poll() is not None)
+
+    def attached():
+        tids = os.listdir("/proc/%d/task" % pid)
+        return all(tracer_of(pid, t) == tp.pid for t in tids) and (
+            not out or (os.path.exists(out) and os.path.getsize(out) > 0))
+    return wait_for(lambda: tp.poll() is not None or attached(), 60)
 
 
 def stop_tracepad(tp, sig, again=False):
@@ -215,8 +225,8 @@ for kind in ("count -p", "calls -p", "markers record -p"):
         out = fresh("attach-%d" % n)
         tp = subprocess.Popen(attach_cmd(kind, prog.pid, out), stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        c.check(traced_by(kind, prog.pid, tp) and tp.poll() is None,
-                what + ": tracepad is at work", tp.poll())
+        c.check(traced_by(kind, prog.pid, tp, out if kind == "calls -p" else None)
+                and tp.poll() is None, what + ": tracepad is at work", tp.poll())
         time.sleep(0.3)
         rc, took, err = stop_tracepad(tp, sig, again=sig == signal.SIGTERM)
         if sig == signal.SIGTERM:
