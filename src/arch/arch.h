@@ -10,6 +10,7 @@
 
 #define TP_ARCH_MAX_INSN_LEN 15
 #define TP_ARCH_INT3 0xcc /* the breakpoint instruction, one byte */
+#define TP_ARCH_NOP1 0x90 /* the one-byte no-op */
 
 /* Control-flow kind of an instruction. */
 enum tp_insn_kind {

@@ -320,7 +320,9 @@ static int start(struct session *s)
 		}
 		if (r) {
 			tp_err("cannot attach to %d: %s", o->pid,
-			       r == -ESRCH ? "no such process" : strerror(-r));
+			       r == -ESRCH   ? "no such process"
+			       : r == -EINTR ? "interrupted while waiting for its threads to stop"
+					     : strerror(-r));
 			return r;
 		}
 	} else {
@@ -358,7 +360,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 {
 	struct session s = {.o = o};
 	char err[256];
-	int r = 0, ret = 0;
+	int r = 0, ret = 0, interrupted = 0;
 	uint64_t deadline = 0;
 
 	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
@@ -443,7 +445,10 @@ int tp_calls_run(const struct tp_calls_opts *o)
 
 		if (leave(&s))
 			ret = 1;
-		if (s.launched) {
+		if (s.launched && o->stop && *o->stop) {
+			/* As strace: the program runs on to its own end, tracepad does not wait. */
+			interrupted = *o->stop;
+		} else if (s.launched) {
 			int st;
 
 			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
@@ -458,7 +463,9 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	for (int i = 0; i < s.nthreads; i++)
 		s.threads[i]->n = 0;
 	if (s.launched && !ret)
-		ret = WIFSIGNALED(s.status) ? 128 + WTERMSIG(s.status) : WEXITSTATUS(s.status);
+		ret = interrupted	      ? 128 + interrupted
+		      : WIFSIGNALED(s.status) ? 128 + WTERMSIG(s.status)
+					      : WEXITSTATUS(s.status);
 out:
 	tp_proc_guard_clear();
 	tp_calls_lines_flush(&s);

@@ -5,10 +5,14 @@
 #include <signal.h>
 #include <stdbool.h>
 
-/* Set by SIGTERM/SIGHUP (and SIGINT when attached to a running process): detach and stop. */
+/* The signal that asked tracepad to stop (SIGINT, SIGTERM, SIGHUP, SIGPIPE; SIGALRM for
+ * tp_cli_stop_after()), 0 until then: detach, report and exit, launched programs left to
+ * run to their own end. */
 extern volatile sig_atomic_t tp_cli_interrupted;
-/* SIGINT also stops tracepad (attach mode); when launching, the program gets it alone. */
-void tp_cli_catch_signals(bool sigint_stops);
+void tp_cli_catch_signals(void);
+/* --duration for commands whose engine has no clock of its own: SIGALRM after @seconds sets
+ * tp_cli_interrupted. */
+void tp_cli_stop_after(double seconds);
 
 /* Print "tracepad CMD: message" on stderr. */
 void tp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

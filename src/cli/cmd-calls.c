@@ -156,7 +156,7 @@ int cmd_calls(int argc, char **argv)
 	o.plugins = plugins;
 	o.argv = argv + optind;
 	o.stop = &tp_cli_interrupted;
-	tp_cli_catch_signals(o.pid != 0);
+	tp_cli_catch_signals();
 	ret = tp_calls_run(&o);
 	if (outpath && tp_cli_out_close("calls", o.out, outpath, true))
 		ret = ret ? ret : 1;

@@ -33,6 +33,7 @@ static const char usage_text[] =
     "  --trace DIR     also record the results as events of a CTF trace in DIR\n"
     "  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
     "  -p PID          count a running process (ptrace engine) until it exits or Ctrl-C\n"
+    "  --duration S    with -p: detach after S seconds\n"
     "  -h, --help      show this help\n"
     "\n"
     "Without --start, the whole program is counted, or only the regions between\n"
@@ -51,11 +52,17 @@ static void show_progress(uint64_t total, double per_second, bool end)
 int cmd_count(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"engine", required_argument, NULL, 'E'}, {"start", required_argument, NULL, 'S'},
-	    {"stop", required_argument, NULL, 'T'},   {"by", required_argument, NULL, 'B'},
-	    {"top", required_argument, NULL, 'N'},    {"json", no_argument, NULL, 'J'},
-	    {"no-startup", no_argument, NULL, 'U'},   {"help", no_argument, NULL, 'h'},
-	    {"trace", required_argument, NULL, 'D'},  {NULL, 0, NULL, 0},
+	    {"engine", required_argument, NULL, 'E'},
+	    {"start", required_argument, NULL, 'S'},
+	    {"stop", required_argument, NULL, 'T'},
+	    {"by", required_argument, NULL, 'B'},
+	    {"top", required_argument, NULL, 'N'},
+	    {"json", no_argument, NULL, 'J'},
+	    {"no-startup", no_argument, NULL, 'U'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"trace", required_argument, NULL, 'D'},
+	    {"duration", required_argument, NULL, 'R'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct tp_count_opts o = {.top = -1};
 	static struct tp_count_result res; /* large: the mnemonic counts */
@@ -64,6 +71,7 @@ int cmd_count(int argc, char **argv)
 	struct tp_trace_writer *tw = NULL;
 	FILE *out = stderr;
 	int opt, err, status;
+	double duration = 0;
 	char *end;
 
 	optind = 1;
@@ -118,6 +126,10 @@ int cmd_count(int argc, char **argv)
 			if (tp_cli_parse_pid("count", optarg, &o.pid))
 				return 2;
 			break;
+		case 'R':
+			if (tp_cli_parse_duration("count", optarg, &duration))
+				return 2;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -134,6 +146,10 @@ int cmd_count(int argc, char **argv)
 	if (o.pid && o.engine == TP_COUNT_ENGINE_TRAPFLAG) {
 		tp_cli_error("count", "-p: the trapflag engine cannot attach yet; use --engine "
 				      "ptrace");
+		return 2;
+	}
+	if (duration > 0 && !o.pid) {
+		tp_cli_error("count", "--duration goes with -p");
 		return 2;
 	}
 	if (o.engine == TP_COUNT_ENGINE_DEFAULT)
@@ -161,7 +177,9 @@ int cmd_count(int argc, char **argv)
 		status = tw ? 1 : 2; /* the trace was created, the agent's rings were not */
 		goto done;
 	}
-	tp_cli_catch_signals(o.pid != 0);
+	tp_cli_catch_signals();
+	if (duration > 0)
+		tp_cli_stop_after(duration);
 	c.stop = &tp_cli_interrupted;
 	if (isatty(STDERR_FILENO) && !getenv("CI"))
 		c.progress = show_progress;
@@ -175,6 +193,10 @@ int cmd_count(int argc, char **argv)
 			if (tp_proc_perm_reason(o.pid, why, sizeof(why)))
 				snprintf(why, sizeof(why), "ptrace refused: permission denied");
 			tp_cli_error("count", "-p %d: %s", (int)o.pid, why);
+		} else if (err == -EINTR && o.pid) {
+			tp_cli_error("count",
+				     "-p %d: interrupted while waiting for its threads to stop",
+				     (int)o.pid);
 		} else if (err == -ESRCH && o.pid)
 			tp_cli_error("count", "-p %d: no such process", (int)o.pid);
 		else if (err == -ENOENT || err == -EACCES || err == -ENOEXEC)
@@ -189,6 +211,9 @@ int cmd_count(int argc, char **argv)
 	if (err)
 		tp_cli_error("count", "--trace %s: %s", o.trace_dir, strerror(-err));
 	status = tp_count_exit_status(&res);
+	/* Launched and interrupted: the program runs on, its status is not ours to know. */
+	if (!o.pid && res.detached && tp_cli_interrupted)
+		status = 128 + tp_cli_interrupted;
 done:
 	if (out && out != stderr && tp_cli_out_close("count", out, o.outfile, true) && !status)
 		status = 1;

@@ -6,33 +6,62 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "base/log.h"
+#include "proc/proc.h"
 
 #ifndef TP_AGENT_RELDIR
 #define TP_AGENT_RELDIR "../lib/tracepad"
 #endif
 
 volatile sig_atomic_t tp_cli_interrupted;
-static bool sigint_stops;
+/* Set by the signals only, not by --duration: a slow attach is given up at a user's word. */
+static volatile sig_atomic_t signalled;
 
 static void on_signal(int sig)
 {
-	if (sig != SIGINT || sigint_stops)
-		tp_cli_interrupted = 1;
+	tp_cli_interrupted = sig;
+	signalled = sig;
 }
 
-void tp_cli_catch_signals(bool stops)
+void tp_cli_catch_signals(void)
 {
-	struct sigaction sa = {.sa_handler = on_signal}; /* no SA_RESTART: waits return EINTR */
+	/* No SA_RESTART: a wait returns EINTR.  A second signal while detaching only sets the
+	 * flag again: the detach goes on.  SIGPIPE too: dying of it would leave the program
+	 * with our breakpoints in it. */
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+	struct sigaction sa = {.sa_handler = on_signal};
 
-	sigint_stops = stops;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&sa.sa_mask, sigs[i]);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+	/* Nor is an attach waited for on end when a thread takes for ever to stop. */
+	tp_proc_set_interrupt(&signalled);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	if (!tp_cli_interrupted)
+		tp_cli_interrupted = SIGALRM;
+}
+
+void tp_cli_stop_after(double seconds)
+{
+	struct sigaction sa = {.sa_handler = on_alarm};
+	struct itimerval it = {{0, 0},
+			       {(time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6)}};
+
+	if (!it.it_value.tv_sec && !it.it_value.tv_usec)
+		it.it_value.tv_usec = 1;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
 }
 
 void tp_cli_error(const char *cmd, const char *fmt, ...)

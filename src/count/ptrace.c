@@ -236,6 +236,29 @@ static int thread_mask_back(void *arg, uint64_t tid, uint64_t *v)
 	return 0;
 }
 
+/* A launched program left before the agent's syncs (an interrupt, an error) must not run
+ * into their int3s untraced: SIGTRAP would kill it.  Every thread is stopped: the flags go,
+ * and the int3s the agent may already have decided to run (it publishes their addresses
+ * before it reads the flags) become no-ops. */
+static void disarm_agent(struct engine *e)
+{
+	struct tp_agent_ctl *ctl = e->c->ctl;
+	const uint8_t nop = TP_ARCH_NOP1;
+	uint64_t pcs[2];
+
+	if (!ctl)
+		return;
+	__atomic_and_fetch(&ctl->flags, ~(uint32_t)(TP_CTL_SYNC | TP_CTL_SYNC2), __ATOMIC_SEQ_CST);
+	pcs[0] = __atomic_load_n(&ctl->sync_pc, __ATOMIC_SEQ_CST);
+	pcs[1] = __atomic_load_n(&ctl->sync2_pc, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < 2; i++) {
+		uint8_t b;
+
+		if (pcs[i] && tp_proc_read(e->pid, pcs[i], &b, 1) == 1 && b == TP_ARCH_INT3)
+			tp_proc_write(e->pid, pcs[i], &nop, 1);
+	}
+}
+
 /* Leave the program as it was: every thread stopped, one that trapped on a breakpoint of ours
  * put back on the breakpoint's instruction, the original bytes restored, then detached. */
 static void engine_detach(struct engine *e)
@@ -261,6 +284,7 @@ static void engine_detach(struct engine *e)
 	e->ndeferred = 0;
 	bp_remove_all(e);
 	tp_hash_foreach(&e->threads, thread_mask_back, NULL);
+	disarm_agent(e);
 	tp_proc_detach(e->proc);
 	e->proc = NULL;
 }
@@ -661,6 +685,10 @@ static int run(struct engine *e)
 	int err = 0;
 
 	for (;;) {
+		/* Every event, not only a wait cut short: a stepped thread stops again at once,
+		 * so the wait hardly ever sleeps long enough to see the signal come. */
+		if (e->c->stop && *e->c->stop)
+			return -EINTR;
 		if (!e->over_tid && e->ndeferred) {
 			ev = e->deferred[0];
 			memmove(e->deferred, e->deferred + 1, --e->ndeferred * sizeof(ev));
@@ -684,11 +712,8 @@ static int run(struct engine *e)
 		}
 		if (err == -ECHILD)
 			return 0;
-		if (err == -EINTR) {
-			if (e->c->stop && *e->c->stop)
-				return -EINTR;
+		if (err == -EINTR)
 			continue;
-		}
 		if (err)
 			return err;
 		t = thread_get(e, ev.tid);
@@ -951,6 +976,8 @@ int tp_count_attach_ptrace(struct tp_count_ctx *c)
 	snprintf(c->r->start_note, sizeof(c->r->start_note),
 		 "counted from the moment tracepad attached");
 	err = tp_symtab_load_pid(c->syms, e.pid);
+	if (!err && c->stop && *c->stop)
+		goto detach; /* interrupted while reading the symbols: nothing counted */
 	if (!err && !c->whole && c->o->start)
 		err = tp_symtab_find_symbol(c->syms, c->o->start, &e.start_pc);
 	if (!err && !c->whole && e.start_pc != NO_PC)

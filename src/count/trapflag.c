@@ -79,7 +79,7 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 	struct tp_count_result *r = c->r;
 	pid_t pid;
 	double t0 = tp_count_now();
-	int st, err;
+	int st = 0, err;
 
 	if (c->is_static) {
 		snprintf(c->error, sizeof(c->error),
@@ -97,14 +97,23 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 	if (err)
 		return err;
 	pid = c->pid;
+	if (r->detached)
+		return 0; /* interrupted in the start-up: what was stepped is the report */
 	if (c->whole && !c->o->no_startup && !r->have_startup) {
 		snprintf(c->error, sizeof(c->error), "the agent did not start in %s", c->path);
 		return -EIO;
 	}
 	/* with --trace, the agent's rings are drained while the program runs */
 	for (;;) {
-		pid_t w = waitpid(pid, &st, c->cons || c->progress ? WNOHANG : 0);
+		pid_t w;
 
+		if (c->stop && *c->stop) {
+			/* The agent counts on in the program, which runs to its own end; the
+			 * report is what it counted so far. */
+			r->detached = true;
+			break;
+		}
+		w = waitpid(pid, &st, c->cons || c->progress ? WNOHANG : 0);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
@@ -124,8 +133,10 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 		if (err < 0)
 			snprintf(r->warning, sizeof(r->warning), "--trace: %s", strerror(-err));
 	}
-	r->wait_status = st;
-	r->exited = true;
+	if (!r->detached) {
+		r->wait_status = st;
+		r->exited = true;
+	}
 	r->seconds = tp_count_now() - t0;
 	if (c->ctl->state & TP_AGENT_ST_ERROR) {
 		c->ctl->error[sizeof(c->ctl->error) - 1] = 0;

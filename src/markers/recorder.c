@@ -338,13 +338,13 @@ int tp_markers_rec_close(struct tp_markers_recorder *r, bool release, char *errb
 
 /* @prog as execvp would find it, for reading its notes. */
 
-static volatile sig_atomic_t record_child;
+static volatile sig_atomic_t record_stop;
 
-/* tracepad stays alive to flush the trace: an interrupt is passed on to the program. */
-static void record_forward(int sig)
+/* SIGINT, SIGTERM, SIGHUP, SIGPIPE end the recording: the trace is flushed and closed, the
+ * program runs on to its own end (its rings, with nobody reading them, discard). */
+static void record_interrupt(int sig)
 {
-	if (record_child > 0)
-		kill(record_child, sig);
+	record_stop = sig;
 }
 
 int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *known,
@@ -355,7 +355,8 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 	    .flags = TP_TRACE_NO_LOSS,
 	    .wait_ns = 1000000000ull, /* a stalled tracepad must not hang the program */
 	};
-	struct sigaction sa = {.sa_handler = record_forward}, old_int, old_term;
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+	struct sigaction sa = {.sa_handler = record_interrupt}, old[4];
 	struct tp_markers_recorder r = {.ctl_fd = -1};
 	int err, ret = 2, st = 0, fd;
 	pid_t pid;
@@ -385,10 +386,10 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 		fprintf(stderr, "tracepad markers: record: %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	record_child = pid;
+	record_stop = 0;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &sa, &old[i]);
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
 
@@ -398,19 +399,20 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 			tp_err("record: waitpid: %s", strerror(errno));
 			break;
 		}
-		if (w)
+		if (w || record_stop)
 			break;
 		if ((err = tp_markers_rec_poll(&r, false)))
 			tp_warn("record: %s", strerror(-err));
 		usleep(20000);
 	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	record_child = 0;
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &old[i], NULL);
 	/* everything committed reaches the trace, even if the program was killed */
 	if (tp_markers_rec_close(&r, false, errbuf, errlen))
 		goto out;
-	if (WIFEXITED(st))
+	if (record_stop)
+		ret = 128 + record_stop; /* the program's status is not ours to know */
+	else if (WIFEXITED(st))
 		ret = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))
 		ret = 128 + WTERMSIG(st);

@@ -429,15 +429,10 @@ enum record_end { END_ASKED, END_GONE, END_FAILED };
 static enum record_end record_pid_wait(pid_t pid, uint64_t remote, struct tp_markers_recorder *r,
 				       double duration, char *errbuf, size_t errlen)
 {
-	struct sigaction sa = {.sa_handler = record_interrupt}, old_int, old_term;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	enum record_end end = END_ASKED;
 	struct timespec t0, now;
 
-	sigemptyset(&sa.sa_mask);
-	record_stop = 0;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!record_stop) {
 		struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
@@ -465,8 +460,6 @@ static enum record_end record_pid_wait(pid_t pid, uint64_t remote, struct tp_mar
 			duration)
 			break;
 	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
 	if (pidfd >= 0)
 		close(pidfd);
 	return end;
@@ -479,6 +472,8 @@ int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read
 	/* A running process never waits for tracepad (which may die without telling it): a
 	 * full ring discards, and the trace counts it. */
 	struct tp_trace_ring_opts ropts = {.nr_rings = TP_MARKERS_RINGS, .nr_subbufs = 8};
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+	struct sigaction sa = {.sa_handler = record_interrupt}, old[4];
 	struct tp_markers_remote rm;
 	struct tp_markers_recorder r = {.ctl_fd = -1};
 	char closeerr[256];
@@ -504,10 +499,17 @@ int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read
 	if ((ret = record_pid_start(pid, remote, &rm, &r, s, glob, &ours, &refused, read_process,
 				    errbuf, errlen)))
 		goto out;
+	/* Caught until the session is stopped: a second Ctrl-C must not cut that short. */
+	record_stop = 0;
+	sigemptyset(&sa.sa_mask);
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &sa, &old[i]);
 	end = record_pid_wait(pid, remote, &r, duration, errbuf, errlen);
 	if (end != END_GONE && (err = record_pid_stop(pid, remote, ours, read_process)) &&
 	    err != -ESRCH)
 		tp_warn("record: -p %d: stopping: %s", (int)pid, strerror(-err));
+	for (int i = 0; i < 4; i++)
+		sigaction(sigs[i], &old[i], NULL);
 	ret = tp_markers_rec_close(&r, end != END_GONE, closeerr, sizeof(closeerr)) ? 1 : 0;
 	if (ret && end == END_FAILED) /* two errors: the first in @errbuf */
 		tp_err("%s", closeerr);

@@ -71,7 +71,39 @@ static int resume_unless_running(struct tp_proc *p, pid_t tid, enum tp_resume ho
 	return r == -EBUSY ? 0 : r;
 }
 
-static int step_once(struct tp_proc *p, pid_t tid, int *held);
+/* A task in a group-stop (its process stopped by SIGSTOP) is run for the operation all the
+ * same: waiting for a SIGCONT could take for ever.  Returns whether it was group-stopped. */
+static bool unstop(struct tp_proc *p, pid_t tid)
+{
+	struct tp_task *t = tp_proc_task_find(p, tid);
+
+	if (!t || !t->group_stop)
+		return false;
+	t->group_stop = false;
+	return true;
+}
+
+/* ...and put back in its group-stop after: interrupted, then resumed, it traps before it runs
+ * an instruction of its own (the group being stopped, the trap is a group-stop again).  Its
+ * process stays stopped as it was, and detaching leaves it so. */
+static void restop(struct tp_proc *p, pid_t tid)
+{
+	struct tp_task *t = tp_proc_task_find(p, tid);
+
+	if (!t || t->state != TP_TASK_STOPPED || tp_proc_interrupt(p, t))
+		return;
+	t->group_stop = false; /* resumed for real: PTRACE_LISTEN would hide the trap */
+	if (tp_proc_restart(p, t, TP_RESUME_CONT, 0))
+		return;
+	while ((t = tp_proc_task_find(p, tid)) && t->interrupting) {
+		int r = tp_proc_wait_queue(p);
+
+		if (r && r != -EINTR)
+			break;
+	}
+}
+
+static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped);
 
 int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held)
 {
@@ -82,15 +114,18 @@ int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held)
 			      1ULL << (SIGFPE - 1) | 1ULL << (SIGTRAP - 1) | 1ULL << (SIGSYS - 1);
 	uint64_t mask;
 	bool masked = !tp_proc_get_sigmask(tid, &mask) && !tp_proc_set_sigmask(tid, mask | ~sync);
-	int r = step_once(p, tid, held);
+	bool stopped = unstop(p, tid);
+	int r = step_once(p, tid, held, &stopped);
 
 	if (masked && r != -ESRCH)
 		tp_proc_set_sigmask(tid, mask);
+	if (stopped && r != -ESRCH)
+		restop(p, tid);
 	return r;
 }
 
 /* One attempt at the step, retried after each signal stop that comes first. */
-static int step_once(struct tp_proc *p, pid_t tid, int *held)
+static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 {
 	struct tp_event ev;
 	int nsig = 0;
@@ -111,6 +146,13 @@ static int step_once(struct tp_proc *p, pid_t tid, int *held)
 		switch (ev.kind) {
 		case TP_EV_STEP:
 			return 0;
+		case TP_EV_GROUP_STOP:
+			/* A stop trap left by the attach, or a SIGSTOP: the step goes on. */
+			*stopped |= unstop(p, tid);
+			r = resume_unless_running(p, tid, TP_RESUME_STEP);
+			if (r)
+				return r;
+			continue;
 		case TP_EV_EXITED:
 		case TP_EV_EXIT:
 			tp_proc_inject_defer(p, &ev);
@@ -142,7 +184,7 @@ static int step_once(struct tp_proc *p, pid_t tid, int *held)
 
 /* Run @tid to its next syscall stop; other tasks' events are deferred, a signal for @tid
  * held back into *@held. */
-static int syscall_stop(struct tp_proc *p, pid_t tid, int *held)
+static int syscall_stop(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 {
 	struct tp_event ev;
 	int r = tp_proc_resume(p, tid, TP_RESUME_SYSCALL, 0);
@@ -160,6 +202,10 @@ static int syscall_stop(struct tp_proc *p, pid_t tid, int *held)
 			return 0;
 		case TP_EV_SIGNAL:
 			*held = ev.sig;
+			r = resume_unless_running(p, tid, TP_RESUME_SYSCALL);
+			break;
+		case TP_EV_GROUP_STOP:
+			*stopped |= unstop(p, tid);
 			r = resume_unless_running(p, tid, TP_RESUME_SYSCALL);
 			break;
 		case TP_EV_EXIT:
@@ -180,6 +226,7 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 	uint8_t orig[TP_ARCH_SYSCALL_LEN], syscall_insn[TP_ARCH_SYSCALL_LEN];
 	uint64_t at;
 	int r, r2, held = 0;
+	bool stopped;
 
 	r = tp_proc_auxv(pid, AT_ENTRY, &at);
 	if (r)
@@ -204,8 +251,9 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 	 * launched program) first reports that syscall's exit: other syscalls' stops are
 	 * passed over until the entry and exit of ours. */
 	r = tp_proc_set_regs(tid, &inj);
+	stopped = unstop(p, tid);
 	for (int seen = 0, other = 0; !r && seen < 2;) {
-		r = syscall_stop(p, tid, &held);
+		r = syscall_stop(p, tid, &held, &stopped);
 		if (!r)
 			r = tp_proc_get_regs(tid, &regs);
 		if (r)
@@ -227,6 +275,8 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 
 		if (!r2)
 			r2 = r3;
+		if (stopped)
+			restop(p, tid);
 	}
 	if (held)
 		syscall(SYS_tgkill, pid, tid, held);
@@ -242,6 +292,7 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	struct tp_event ev;
 	uint64_t sp, to;
 	int r, held = 0;
+	bool stopped;
 
 	r = tp_proc_get_regs(tid, &saved);
 	if (r)
@@ -255,6 +306,7 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	/* orig_rax = -1: no syscall restart on the way out of this stop */
 	tp_arch_regs_set_call(&regs, fn, sp, args);
 	r = tp_proc_set_regs(tid, &regs);
+	stopped = unstop(p, tid);
 	if (!r)
 		r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
 	while (!r) {
@@ -273,6 +325,11 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 		}
 		if (ev.kind == TP_EV_SIGNAL) {
 			held = ev.sig;
+			r = resume_unless_running(p, tid, TP_RESUME_CONT);
+			continue;
+		}
+		if (ev.kind == TP_EV_GROUP_STOP) {
+			stopped |= unstop(p, tid);
 			r = resume_unless_running(p, tid, TP_RESUME_CONT);
 			continue;
 		}
@@ -300,6 +357,8 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 
 		if (!r)
 			r = r2;
+		if (stopped)
+			restop(p, tid);
 	}
 	if (held)
 		syscall(SYS_tgkill, pid, tid, held);

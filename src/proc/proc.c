@@ -426,6 +426,14 @@ err_env:
 
 /* ---- attach ---- */
 
+/* tp_proc_set_interrupt(): the caller's flag that ends a wait for threads to stop. */
+static volatile sig_atomic_t *attach_abort;
+
+void tp_proc_set_interrupt(volatile sig_atomic_t *flag)
+{
+	attach_abort = flag;
+}
+
 /* A field of /proc/PID/status as an integer; -1 if absent. */
 static long status_field(pid_t pid, const char *name)
 {
@@ -626,6 +634,8 @@ int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out)
 		}
 		while (p->ninterrupting) {
 			r = tp_proc_wait_queue(p);
+			if (r == -EINTR && attach_abort && *attach_abort)
+				goto err_abort;
 			if (r < 0 && r != -EINTR)
 				goto err_detach;
 		}
@@ -654,6 +664,13 @@ int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out)
 err_detach:
 	tp_proc_detach(p);
 	return r;
+err_abort:
+	/* Nothing was changed yet: the stopped tasks are let go, those that did not stop are
+	 * detached by the kernel when tracepad exits (their pending interrupt dropped). */
+	for (unsigned i = 0; i < p->cap; i++)
+		if (p->slots[i] && p->slots[i]->state == TP_TASK_STOPPED)
+			ptrace(PTRACE_DETACH, p->slots[i]->tid, 0, p->slots[i]->pending_sig);
+	r = -EINTR;
 err_free:
 	tp_proc_free(p);
 	return r;

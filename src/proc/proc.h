@@ -70,6 +70,11 @@ int tp_proc_launch(const struct tp_launch *l, struct tp_proc **out);
 /* Attach to every thread of @pid and leave them all stopped.  Errors: -ESRCH (no such
  * process), -EPERM (ptrace refused: different user, ptrace_scope, or already traced). */
 int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out);
+/* A thread may take long to stop (a vfork parent waits for its child's exec, a task in an
+ * uninterruptible sleep): when *@flag is set (by a signal handler of the caller, whose
+ * signal interrupts the wait), tp_proc_attach() gives up with -EINTR, having changed
+ * nothing.  NULL: wait. */
+void tp_proc_set_interrupt(volatile sig_atomic_t *flag);
 /* Detach from every task, delivering any signal the tasks were stopped with; tasks are
  * left running.  Frees @p.  Accepts NULL. */
 int tp_proc_detach(struct tp_proc *p);
