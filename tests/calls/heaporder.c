@@ -37,10 +37,13 @@ static void *run(void *arg)
 		struct ev *e;
 
 		if (live[slot]) {
+			void *p = live[slot]; /* logged as the address it was, after the free */
+
 			pthread_mutex_lock(&lock);
-			free(live[slot]);
 			e = &log_[k][n++];
-			*e = (struct ev){1, 0, live[slot], next_seq++};
+			*e = (struct ev){1, 0, p, 0};
+			free(p);
+			e->seq = next_seq++;
 			pthread_mutex_unlock(&lock);
 		}
 		pthread_mutex_lock(&lock);
@@ -54,8 +57,9 @@ static void *run(void *arg)
 	}
 	for (int slot = 0; slot < LIVE; slot++) {
 		pthread_mutex_lock(&lock);
+		log_[k][n] = (struct ev){1, 0, live[slot], 0};
 		free(live[slot]);
-		log_[k][n++] = (struct ev){1, 0, live[slot], next_seq++};
+		log_[k][n++].seq = next_seq++;
 		pthread_mutex_unlock(&lock);
 	}
 	nlog[k] = n;
