@@ -12,6 +12,7 @@
 #include "base/procfs.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
+#include "rt/rt.h"
 
 #define CHUNK_SIZE (16ull << 20)
 #define CHUNKS 64
@@ -21,9 +22,10 @@
 #define TABLE_BITS 18
 #define MODS 256
 
-/* A chunk is mapped twice from one memfd: r-x where it runs, rw- where it is written. */
+/* A chunk is private r-x memory, written through /proc/self/mem (src/rt), so that a
+ * forked child gets its own copy of the cache as of the fork. */
 struct chunk {
-	uint64_t rx, rw, used;
+	uint64_t rx, used;
 };
 
 struct entry {
@@ -86,17 +88,10 @@ static uint64_t dist(uint64_t a, uint64_t b)
 static struct chunk *chunk_new(uint64_t pc)
 {
 	struct chunk *c;
-	long fd, rx = -ENOMEM, rw;
+	long rx = -ENOMEM;
 
 	if (C.nchunks == CHUNKS)
 		return NULL;
-	fd = tp_raw2(SYS_memfd_create, "tracepad-dbt", MFD_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	if (tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE)) {
-		tp_raw1(SYS_close, fd);
-		return NULL;
-	}
 	/* below the code (above it when there is no room), clear of the program's own
 	 * mappings and of where its brk heap grows */
 	for (uint64_t k = 0; k < 32; k++) {
@@ -105,24 +100,14 @@ static struct chunk *chunk_new(uint64_t pc)
 
 		hint &= ~0xffffull;
 		rx = tp_raw6(SYS_mmap, hint, CHUNK_SIZE, PROT_READ | PROT_EXEC,
-			     MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 		if (!tp_raw_failed(rx))
 			break;
 	}
-	rw = tp_raw_failed(rx)
-		 ? rx
-		 : tp_raw6(
-		       SYS_mmap, TP_DBT_REGION + 0x80000000ull + (uint64_t)C.nchunks * CHUNK_SIZE,
-		       CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-	tp_raw1(SYS_close, fd);
-	if (tp_raw_failed(rx) || tp_raw_failed(rw)) {
-		if (!tp_raw_failed(rx))
-			tp_raw2(SYS_munmap, rx, CHUNK_SIZE);
+	if (tp_raw_failed(rx))
 		return NULL;
-	}
 	c = &C.chunks[C.nchunks++];
 	c->rx = (uint64_t)rx;
-	c->rw = (uint64_t)rw;
 	c->used = 0;
 	return c;
 }
@@ -147,13 +132,18 @@ static struct chunk *chunk_of(uint64_t addr)
 	return NULL;
 }
 
-/* Write @len bytes at cache address @at through the chunk's writable view. */
-static void cache_write(uint64_t at, const void *src, size_t len)
+/* Write @len bytes at cache address @at. */
+static int cache_write(uint64_t at, const void *src, size_t len)
 {
-	struct chunk *c = chunk_of(at);
+	struct tp_rt_code code;
+	int err;
 
-	if (c)
-		memcpy((void *)(uintptr_t)(c->rw + (at - c->rx)), src, len);
+	if (!chunk_of(at))
+		return -EFAULT;
+	tp_rt_code_open(&code);
+	err = tp_rt_code_write(&code, at, src, len);
+	tp_rt_code_close(&code);
+	return err;
 }
 
 /* ---- which code is counted: everything but the preloaded agent's ---- */
@@ -474,7 +464,10 @@ static uint64_t translate(uint64_t pc)
 	}
 	if (counted)
 		memcpy(C.buf + count_at, &ninsn, 4);
-	memcpy((void *)(uintptr_t)(c->rw + c->used), C.buf, len);
+	if (cache_write(start, C.buf, len)) {
+		tp_dbt_fail("cannot write into the code cache at", start);
+		return 0;
+	}
 	c->used = (c->used + len + 15) & ~15ull;
 	return start;
 }
