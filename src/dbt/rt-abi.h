@@ -14,7 +14,7 @@
 #define TP_DBT_HEAP_AT (TP_DBT_REGION + 0x4000000ull)  /* boot record, stacks, tables */
 #define TP_DBT_HEAP_SIZE 0x4000000ull
 #define TP_DBT_CTL_AT (TP_DBT_REGION + 0x40000000ull) /* the shared control block */
-#define TP_DBT_STACK_SIZE 0x40000ull
+#define TP_DBT_STACK_SIZE 0x40000ull		      /* the runtime's start-up stack */
 
 /* Offsets in the per-thread block (%gs base).  Cache code saves a register or two in the
  * scratch slots and enters the runtime through the entry slots, which are absolute
@@ -23,8 +23,7 @@
 #define TP_DBT_T_RCX0 8	   /* rcx before a rep string instruction */
 #define TP_DBT_T_COUNT 16  /* the thread's instruction count */
 #define TP_DBT_T_NEXT 24   /* cache address an exit jumps to */
-#define TP_DBT_T_RSP 32	   /* program's rsp while on the runtime stack */
-#define TP_DBT_T_STACK 40  /* top of the runtime stack */
+#define TP_DBT_T_RSVD 32   /* reserved (two slots) */
 #define TP_DBT_T_ARG 48	   /* why the gate was entered (TP_DBT_GATE_*) */
 #define TP_DBT_T_DIRECT 56 /* entry: unlinked direct exit, rax = its stub */
 #define TP_DBT_T_IBL 64	   /* entry: indirect branch lookup, rax = program target */

@@ -100,7 +100,8 @@ static struct chunk *chunk_new(uint64_t pc)
 
 		hint &= ~0xffffull;
 		rx = tp_raw6(SYS_mmap, hint, CHUNK_SIZE, PROT_READ | PROT_EXEC,
-			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,
+			     0);
 		if (!tp_raw_failed(rx))
 			break;
 	}
@@ -527,13 +528,30 @@ static uint64_t give_up(void)
 	return 0;
 }
 
+uint64_t tp_dbt_translate(uint64_t pc)
+{
+	int tls = tls_enter();
+	uint64_t to = tp_dbt_lookup(pc);
+
+	tls_leave(tls);
+	return to;
+}
+
+int tp_dbt_in_runtime(uint64_t pc)
+{
+	/* the runtime and its libZydis, mapped by the launcher in the runtime's region */
+	return chunk_of(pc) || (pc >= TP_DBT_RT_AT && pc < TP_DBT_HEAP_AT);
+}
+
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 {
 	uint64_t target, to;
 	uint8_t jmp[8];
 
-	int tls = tls_enter();
+	int tls;
 
+	tp_dbt_c_enter(tp_dbt_self());
+	tls = tls_enter();
 	memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
 	to = tp_dbt_lookup(target);
 	if (!to)
@@ -552,19 +570,26 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 		cache_write(stub, jmp, 8);
 	}
 	tls_leave(tls);
+	tp_dbt_c_leave(tp_dbt_self());
 	return to;
 }
 
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 {
-	int tls = tls_enter();
-	uint64_t to = tp_dbt_lookup(pc);
 	struct entry *e = &C.ibl[hash(pc, TP_DBT_IBL_BITS)];
+	uint64_t to;
+	int tls;
 
+	tp_dbt_c_enter(tp_dbt_self());
+	tls = tls_enter();
+	to = tp_dbt_lookup(pc);
 	tls_leave(tls);
 	if (!to)
 		return give_up();
-	e->pc = pc;
+	/* the lookup reads pc then cache: a half-written entry must not match */
+	e->pc = 0;
 	e->cache = to;
+	e->pc = pc;
+	tp_dbt_c_leave(tp_dbt_self());
 	return to;
 }

@@ -45,10 +45,11 @@ tp_dbt_rt_enter:
 
 /* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  The frame
  * (struct tp_dbt_frame) is the program's registers and flags; C may change them and
- * returns the cache address to go on at. */
+ * returns the cache address to go on at.  It runs on the program's stack below the red
+ * zone: a signal that comes meanwhile gets its frame below, as anywhere in the program,
+ * and the slots it may find live are saved and put back around its handler. */
 .macro ENTER_C fn
-	mov %rsp, %gs:TP_DBT_T_RSP
-	mov %gs:TP_DBT_T_STACK, %rsp
+	lea -128(%rsp), %rsp
 	pushfq
 	pushq %gs:TP_DBT_T_RAX
 	push %rcx
@@ -92,7 +93,7 @@ tp_dbt_rt_enter:
 	pop %rcx
 	pop %rax
 	popfq
-	mov %gs:TP_DBT_T_RSP, %rsp
+	lea 128(%rsp), %rsp
 	jmp *%gs:TP_DBT_T_NEXT
 .endm
 
@@ -124,8 +125,7 @@ tp_dbt_rt_gate:
 	.hidden tp_dbt_rt_ibl
 	.type tp_dbt_rt_ibl, @function
 tp_dbt_rt_ibl:
-	mov %rsp, %gs:TP_DBT_T_RSP
-	mov %gs:TP_DBT_T_STACK, %rsp
+	lea -128(%rsp), %rsp
 	pushfq
 	push %rcx
 	mov %rax, %rcx
@@ -140,14 +140,51 @@ tp_dbt_rt_ibl:
 	mov %rcx, %gs:TP_DBT_T_NEXT
 	pop %rcx
 	popfq
-	mov %gs:TP_DBT_T_RSP, %rsp
+	lea 128(%rsp), %rsp
 	mov %gs:TP_DBT_T_RAX, %rax
 	jmp *%gs:TP_DBT_T_NEXT
 1:	pop %rcx
 	popfq
-	mov %gs:TP_DBT_T_RSP, %rsp
+	lea 128(%rsp), %rsp
 	jmp rt_indirect
 	.size tp_dbt_rt_ibl, .-tp_dbt_rt_ibl
+
+/* The kernel's entry for every program handler: rdi, rsi, rdx are the handler's arguments
+ * and rsp is on the signal frame; the program's handler runs in the cache from here. */
+	.globl tp_dbt_rt_sigtramp
+	.hidden tp_dbt_rt_sigtramp
+	.type tp_dbt_rt_sigtramp, @function
+tp_dbt_rt_sigtramp:
+	push %rdi
+	push %rsi
+	push %rdx
+	sub $16, %rsp
+	call tp_dbt_sig_enter
+	add $16, %rsp
+	pop %rdx
+	pop %rsi
+	pop %rdi
+	test %rax, %rax
+	jz 1f
+	movq $0, %gs:TP_DBT_T_RAX
+	jmp *%gs:TP_DBT_T_IBL
+	/* deferred (it came while the runtime's C code ran): back at once, redelivered later */
+1:	add $8, %rsp
+	mov $15, %eax
+	syscall
+	ud2
+	.size tp_dbt_rt_sigtramp, .-tp_dbt_rt_sigtramp
+
+/* void tp_dbt_rt_sigreturn(uint64_t rsp): the kernel's rt_sigreturn with the frame at rsp. */
+	.globl tp_dbt_rt_sigreturn
+	.hidden tp_dbt_rt_sigreturn
+	.type tp_dbt_rt_sigreturn, @function
+tp_dbt_rt_sigreturn:
+	mov %rdi, %rsp
+	mov $15, %eax
+	syscall
+	ud2
+	.size tp_dbt_rt_sigreturn, .-tp_dbt_rt_sigreturn
 
 /* ---- templates: copied into the cache, patched where a label ends a field ---- */
 	.section .rodata

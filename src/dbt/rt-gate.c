@@ -80,6 +80,13 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		}
 		note(TP_AGENT_ST_FORKED);
 		return back;
+	case SYS_rt_sigaction:
+		return refuse(back, f,
+			      tp_dbt_sigaction((long)f->rdi, (const void *)(uintptr_t)f->rsi,
+					       (void *)(uintptr_t)f->rdx, (long)f->r10));
+	case SYS_rt_sigreturn:
+		/* the frame is at the program's stack pointer; this does not return */
+		return tp_dbt_sig_return((uint64_t)(uintptr_t)(f + 1) + 128);
 	case SYS_arch_prctl:
 		if (f->rdi == ARCH_SET_GS || f->rdi == ARCH_GET_GS) {
 			tp_dbt_fail("the program uses %gs, which the dbt engine owns (arch_prctl "
@@ -93,10 +100,8 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	}
 }
 
-uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
+static uint64_t gate(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
 {
-	struct tp_dbt_thread *t = tp_dbt_self();
-
 	switch (t->arg) {
 	case TP_DBT_GATE_SYNC:
 		/* what the agent runs between its two int3s is counted by no engine */
@@ -111,4 +116,15 @@ uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 	default:
 		return on_syscall(t, back, f);
 	}
+}
+
+uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
+{
+	struct tp_dbt_thread *t = tp_dbt_self();
+	uint64_t to;
+
+	tp_dbt_c_enter(t);
+	to = gate(t, back, f);
+	tp_dbt_c_leave(t);
+	return to;
 }

@@ -202,12 +202,10 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 static struct tp_dbt_thread *thread_new(void)
 {
 	struct tp_dbt_thread *t = tp_dbt_alloc(sizeof(*t));
-	char *stack = tp_dbt_alloc(TP_DBT_STACK_SIZE);
 
-	if (!t || !stack)
+	if (!t)
 		return NULL;
 	t->self = (uint64_t)(uintptr_t)t;
-	t->stack = (uint64_t)(uintptr_t)(stack + TP_DBT_STACK_SIZE);
 	t->direct = (uint64_t)(uintptr_t)&tp_dbt_rt_direct;
 	t->ibl = (uint64_t)(uintptr_t)&tp_dbt_rt_ibl;
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;

@@ -3,6 +3,7 @@
 #ifndef TP_DBT_RT_PRIV_H
 #define TP_DBT_RT_PRIV_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,14 +18,26 @@ struct tp_dbt_frame {
 	uint64_t rflags;
 };
 
+/* The scratch slots of a thread as a signal found them (rt-signal.c). */
+struct tp_dbt_saved {
+	uint64_t uc, rax, rcx0, rdx, next, arg;
+};
+#define TP_DBT_SAVES 32
+
 /* The per-thread block behind %gs: the fixed part of rt-abi.h, then the runtime's own. */
 struct tp_dbt_thread {
-	uint64_t rax, rcx0, count, next, rsp, stack, arg, direct, ibl, gate, table, rdx, self;
+	uint64_t rax, rcx0, count, next, rsvd[2], arg, direct, ibl, gate, table, rdx, self;
 	uint64_t pad[TP_DBT_T_SIZE / 8 - 13];
 	uint64_t paused_at;   /* count at the agent's first int3, while paused */
 	uint64_t flushed;     /* part of count already added to the control block */
 	uint64_t vfork_count; /* count when a vfork child started sharing this block */
 	int paused, vfork_pending;
+	int nsave;
+	struct tp_dbt_saved save[TP_DBT_SAVES];
+	/* in the runtime's C code, which a handler must not re-enter: signals are deferred */
+	int in_c;
+	int npending;
+	siginfo_t pending;
 };
 
 /* The process-wide state of the runtime. */
@@ -54,6 +67,23 @@ uint64_t tp_dbt_lookup(uint64_t pc) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 
+/* Translate @pc now if needed (any %fs); 0 after tp_dbt_fail(). */
+uint64_t tp_dbt_translate(uint64_t pc) TP_DBT_HIDDEN;
+/* Is @pc in the cache or the runtime's own code? */
+int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
+
+/* rt-signal.c */
+struct tp_ksigaction;
+long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
+		      long size) TP_DBT_HIDDEN;
+uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;
+/* Around the runtime's C code: a signal deferred meanwhile is sent again at the end. */
+static inline void tp_dbt_c_enter(struct tp_dbt_thread *t)
+{
+	__atomic_store_n(&t->in_c, 1, __ATOMIC_SEQ_CST);
+}
+void tp_dbt_c_leave(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+
 /* rt-gate.c */
 uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 
@@ -62,6 +92,8 @@ void tp_dbt_rt_enter(const struct tp_dbt_regs *r, uint64_t cache_pc) TP_DBT_HIDD
 void tp_dbt_rt_direct(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_ibl(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
+void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
+__attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp) TP_DBT_HIDDEN;
 
 static inline struct tp_dbt_thread *tp_dbt_self(void)
 {
