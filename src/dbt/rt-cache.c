@@ -478,10 +478,9 @@ static uint64_t translate(uint64_t pc)
 static int tls_enter(void)
 {
 	static uint64_t tcb[64];
-	uint64_t fs = 0;
 
-	tp_raw2(SYS_arch_prctl, ARCH_GET_FS, &fs);
-	if (fs)
+	/* the program sets %fs only through the gate, which keeps tp_dbt.fs up to date */
+	if (tp_dbt.fs)
 		return 0;
 	tcb[0] = (uint64_t)(uintptr_t)tcb;
 	tcb[5] = 0x5f7470646274aa00ull;
@@ -509,7 +508,12 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 		tp_dbt_fail("the code cache's block table is full", pc);
 		return 0;
 	}
-	cache = translate(pc);
+	{
+		int tls = tls_enter();
+
+		cache = translate(pc);
+		tls_leave(tls);
+	}
 	if (!cache)
 		return 0;
 	C.table[i].pc = pc;
@@ -530,11 +534,7 @@ static uint64_t give_up(void)
 
 uint64_t tp_dbt_translate(uint64_t pc)
 {
-	int tls = tls_enter();
-	uint64_t to = tp_dbt_lookup(pc);
-
-	tls_leave(tls);
-	return to;
+	return tp_dbt_lookup(pc);
 }
 
 int tp_dbt_in_runtime(uint64_t pc)
@@ -548,17 +548,21 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 	uint64_t target, to;
 	uint8_t jmp[8];
 
-	int tls;
+	int64_t rel;
 
 	tp_dbt_c_enter(tp_dbt_self());
-	tls = tls_enter();
 	memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
-	to = tp_dbt_lookup(target);
+	to = tp_dbt_translate(target);
 	if (!to)
 		return give_up();
 	/* link: the stub's first bytes become a jump to the block */
 	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
-	if (!tp_arch_emit_jmp(jmp, stub, to)) {
+	rel = (int64_t)(to - (stub + TP_ARCH_JMP32_LEN));
+	if (rel == (int32_t)rel) {
+		int32_t r32 = (int32_t)rel;
+
+		jmp[0] = 0xe9; /* jmp rel32 */
+		memcpy(jmp + 1, &r32, 4);
 		cache_write(stub, jmp, 8);
 	} else {
 		int32_t rel = TP_DBT_STUB_LINK - 6;
@@ -569,7 +573,6 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 		memcpy(jmp + 2, &rel, 4);
 		cache_write(stub, jmp, 8);
 	}
-	tls_leave(tls);
 	tp_dbt_c_leave(tp_dbt_self());
 	return to;
 }
@@ -578,12 +581,9 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 {
 	struct entry *e = &C.ibl[hash(pc, TP_DBT_IBL_BITS)];
 	uint64_t to;
-	int tls;
 
 	tp_dbt_c_enter(tp_dbt_self());
-	tls = tls_enter();
-	to = tp_dbt_lookup(pc);
-	tls_leave(tls);
+	to = tp_dbt_translate(pc);
 	if (!to)
 		return give_up();
 	/* the lookup reads pc then cache: a half-written entry must not match */

@@ -88,6 +88,13 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		/* the frame is at the program's stack pointer; this does not return */
 		return tp_dbt_sig_return((uint64_t)(uintptr_t)(f + 1) + 128);
 	case SYS_arch_prctl:
+		if (f->rdi == ARCH_SET_FS) {
+			long ret = tp_raw2(SYS_arch_prctl, ARCH_SET_FS, f->rsi);
+
+			if (!ret)
+				tp_dbt.fs = f->rsi;
+			return refuse(back, f, ret);
+		}
 		if (f->rdi == ARCH_SET_GS || f->rdi == ARCH_GET_GS) {
 			tp_dbt_fail("the program uses %gs, which the dbt engine owns (arch_prctl "
 				    "refused with EPERM)",

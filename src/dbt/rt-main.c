@@ -19,21 +19,18 @@ struct tp_dbt_rt tp_dbt;
 
 TP_DBT_EXPORT void *memcpy(void *d, const void *s, size_t n)
 {
-	unsigned char *dp = d;
-	const unsigned char *sp = s;
+	void *ret = d;
 
-	while (n--)
-		*dp++ = *sp++;
-	return d;
+	__asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+	return ret;
 }
 
 TP_DBT_EXPORT void *memset(void *d, int c, size_t n)
 {
-	unsigned char *dp = d;
+	void *ret = d;
 
-	while (n--)
-		*dp++ = (unsigned char)c;
-	return d;
+	__asm__ volatile("rep stosb" : "+D"(d), "+c"(n) : "a"(c) : "memory");
+	return ret;
 }
 
 TP_DBT_EXPORT int memcmp(const void *a, const void *b, size_t n)
@@ -232,6 +229,7 @@ TP_DBT_EXPORT __attribute__((noreturn)) void tp_dbt_rt_main(struct tp_dbt_boot *
 	tp_dbt.boot = b;
 	tp_dbt.ctl = (struct tp_agent_ctl *)(uintptr_t)b->ctl;
 	tp_dbt.pid = b->pid;
+	tp_dbt.fs = b->regs.fs_base;
 	tp_dbt.heap = (uint64_t)(uintptr_t)(b + 1);
 	tp_dbt.heap_end = b->heap_end;
 	t = thread_new();

@@ -47,6 +47,7 @@ struct tp_dbt_rt {
 	uint64_t heap, heap_end;
 	int pid;
 	int failed;
+	uint64_t fs; /* the program's %fs base (arch_prctl through the gate) */
 	struct tp_dbt_thread *main;
 };
 extern struct tp_dbt_rt tp_dbt TP_DBT_HIDDEN;
