@@ -198,6 +198,7 @@ tp_dbt_tpl_\name:
 TPL count
 	mov %rax, %gs:TP_DBT_T_RAX
 	mov %gs:TP_DBT_T_COUNT, %rax
+TPL count_w
 	lea 0x7fffffff(%rax), %rax
 TPL count_n
 	mov %rax, %gs:TP_DBT_T_COUNT
@@ -222,7 +223,9 @@ TPL rep_post
 	movzbl %dh, %edx
 	lea (%rax,%rdx), %rax
 	mov %gs:TP_DBT_T_COUNT, %rdx
+TPL rep_w
 	lea (%rax,%rdx), %rax
+TPL rep_w2
 	mov %rax, %gs:TP_DBT_T_COUNT
 	mov %gs:TP_DBT_T_RDX, %rdx
 	mov %gs:TP_DBT_T_RAX, %rax

@@ -20,7 +20,7 @@ struct tp_dbt_frame {
 
 /* The scratch slots of a thread as a signal found them (rt-signal.c). */
 struct tp_dbt_saved {
-	uint64_t uc, rax, rcx0, rdx, next, arg;
+	uint64_t uc, rax, rcx0, rdx, next, arg, count;
 };
 #define TP_DBT_SAVES 32
 

@@ -39,11 +39,44 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		s->rdx = t->rdx;
 		s->next = t->next;
 		s->arg = t->arg;
+		s->count = t->count;
 	} else {
 		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
 		tp_dbt_fail("signal handlers nested too deeply", 0);
 	}
 	return sig > 0 && sig < 65 ? handlers[sig] : 0;
+}
+
+extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[];
+extern const uint8_t tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_w[], tp_dbt_tpl_rep_w2[];
+
+/* Is @pc in a copy of the template @tpl at @at bytes from its start?  The bytes before
+ * the window are compared (no patched field is among them). */
+static int in_template(uint64_t pc, const uint8_t *tpl, const uint8_t *at, const uint8_t *cmp_end)
+{
+	uint64_t start = pc - (uint64_t)(at - tpl);
+
+	return tp_dbt_in_runtime(start) && tp_dbt_in_runtime(start + (uint64_t)(cmp_end - tpl)) &&
+	       !memcmp((const void *)(uintptr_t)start, tpl, (size_t)(cmp_end - tpl));
+}
+
+/* The count is read, added to and stored back by several instructions: a handler that
+ * interrupted them counted into the value they hold in a register, which would store
+ * over its instructions.  That register gets them. */
+static void count_fix(ucontext_t *uc, uint64_t delta)
+{
+	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	greg_t *rax = &uc->uc_mcontext.gregs[REG_RAX], *rdx = &uc->uc_mcontext.gregs[REG_RDX];
+
+	if (!delta)
+		return;
+	if (in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_w, tp_dbt_tpl_count_w) ||
+	    in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_n, tp_dbt_tpl_count_w))
+		*rax += (greg_t)delta;
+	else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w, tp_dbt_tpl_rep_w))
+		*rdx += (greg_t)delta;
+	else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w2, tp_dbt_tpl_rep_w))
+		*rax += (greg_t)delta;
 }
 
 /* rt_sigreturn with the frame at @rsp: the slots as the signal found them, and a resume
@@ -72,6 +105,7 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		t->rdx = s->rdx;
 		t->next = s->next;
 		t->arg = s->arg;
+		count_fix(uc, t->count - s->count);
 		break;
 	}
 	tp_dbt_c_leave(t);

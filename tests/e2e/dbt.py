@@ -154,6 +154,50 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
                      rep.get("warning"))
                 c.eq(rep["exit"], ex, name + ": exit")
 
+# Exact under asynchronous signals: the handler (2 instructions, then glibc's 2-instruction
+# restorer) interrupts a loop wherever the timer fires, the count's own sequence included;
+# count - 4 * ticks must not depend on where or how often it did.
+TICKS_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+volatile unsigned long ticks;
+void on_prof(int sig);
+__asm__(".globl on_prof\n on_prof: incq ticks(%rip)\n ret\n");
+int main(void)
+{
+	struct sigaction sa;
+	struct itimerval it = {{0, 100}, {0, 100}};
+	unsigned long h = 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_prof;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGPROF, &sa, NULL);
+	setitimer(ITIMER_PROF, &it, NULL);
+	for (unsigned long i = 0; i < 40000000; i++)
+		h = (h ^ (i & 255)) * 1099511628211ul;
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_PROF, &it, NULL);
+	printf("%lu %lx\n", ticks, h);
+	return 0;
+}
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
+    src, exe = os.path.join(tmp, "ticks.c"), os.path.join(tmp, "ticks")
+    with open(src, "w") as f:
+        f.write(TICKS_C)
+    built = subprocess.run(["cc", "-O2", "-no-pie", "-o", exe, src]).returncode == 0
+    if c.ok(built, "cc builds the ticks program"):
+        base = set()
+        for i in range(3):
+            r = count([exe], engine="dbt")
+            rep = c.report(r, "ticks run %d" % i, "dbt")
+            if rep and r.rc == 0:
+                base.add(rep["instructions"] - 4 * int(r.out.split()[0]))
+        c.eq(len(base), 1, "ticks: count - 4 * ticks is the same in every run (%s)" % base)
+
 check(["/bin/true"], "/bin/true")
 check([target("compute-O2")], "compute-O2")
 check([target("sigmask")], "sigmask")
