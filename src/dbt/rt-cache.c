@@ -21,6 +21,7 @@
 #define BLOCK_ROOM 8192 /* more than any block and its exits take */
 #define TABLE_BITS 18
 #define MODS 256
+#define PAGE_BITS 16 /* the set of code pages translated from */
 
 /* A chunk is private r-x memory, written through /proc/self/mem (src/rt), so that a
  * forked child gets its own copy of the cache as of the fork. */
@@ -44,6 +45,9 @@ static struct {
 	struct entry *table; /* every translated block: pc -> cache, open addressing */
 	uint64_t nblocks;
 	struct entry *ibl; /* the indirect branch table that rt-entry.S reads */
+	uint64_t *pages;   /* page numbers + 1 of translated code, open addressing */
+	uint64_t npages, last_end;
+	int pages_full;
 	struct mod mods[MODS];
 	int nmods;
 	uint8_t buf[BLOCK_ROOM];
@@ -72,7 +76,8 @@ int tp_dbt_cache_init(void)
 
 	C.table = tp_dbt_alloc(sizeof(struct entry) << TABLE_BITS);
 	C.ibl = tp_dbt_alloc(sizeof(struct entry) * TP_DBT_IBL_SIZE);
-	if (!C.table || !C.ibl)
+	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
+	if (!C.table || !C.ibl || !C.pages)
 		return -ENOMEM;
 	t->table = (uint64_t)(uintptr_t)C.ibl;
 	return 0;
@@ -465,6 +470,7 @@ static uint64_t translate(uint64_t pc)
 	}
 	if (counted)
 		memcpy(C.buf + count_at, &ninsn, 4);
+	C.last_end = cur;
 	if (cache_write(start, C.buf, len)) {
 		tp_dbt_fail("cannot write into the code cache at", start);
 		return 0;
@@ -494,6 +500,69 @@ static void tls_leave(int entered)
 		tp_raw2(SYS_arch_prctl, ARCH_SET_FS, 0);
 }
 
+static int page_find(uint64_t page, uint64_t *slot)
+{
+	uint64_t mask = (1ull << PAGE_BITS) - 1, i = hash(page << 12, PAGE_BITS);
+
+	for (;; i = (i + 1) & mask) {
+		if (C.pages[i] == page + 1 || !C.pages[i]) {
+			*slot = i;
+			return C.pages[i] != 0;
+		}
+	}
+}
+
+static void page_add(uint64_t page)
+{
+	uint64_t i;
+
+	if (C.pages_full || page_find(page, &i))
+		return;
+	if (C.npages >= (1ull << PAGE_BITS) / 2) {
+		C.pages_full = 1; /* from now on every unmapping invalidates */
+		return;
+	}
+	C.pages[i] = page + 1;
+	C.npages++;
+}
+
+/* Drop the translations of code in [@start, @end), which the program unmaps, moves or
+ * reprotects: the next execution there is translated again from what is there then.
+ * Blocks elsewhere reach code of another mapping only through the lookup table (calls
+ * between objects go through the PLT), which is cleared; the chunks are not reused. */
+void tp_dbt_invalidate(uint64_t start, uint64_t end)
+{
+	uint64_t mask = (1ull << TABLE_BITS) - 1, hit = C.pages_full, n = 0, i;
+
+	if (end <= start)
+		return;
+	for (uint64_t p = start >> 12; !hit && p <= (end - 1) >> 12; p++)
+		hit = page_find(p, &i);
+	if (!hit)
+		return;
+	/* a block may begin up to a page before the range and run into it */
+	start = start > 4096 ? start - 4096 : 0;
+	for (i = 0; i <= mask; i++) {
+		struct entry e = C.table[i];
+
+		if (!e.cache)
+			continue;
+		C.table[i].pc = C.table[i].cache = 0;
+		if (e.pc >= start && e.pc < end)
+			continue;
+		/* re-insert the survivors: open addressing keeps no holes */
+		for (uint64_t j = hash(e.pc, TABLE_BITS);; j = (j + 1) & mask) {
+			if (!C.table[j].cache) {
+				C.table[j] = e;
+				n++;
+				break;
+			}
+		}
+	}
+	C.nblocks = n;
+	memset(C.ibl, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
+}
+
 uint64_t tp_dbt_lookup(uint64_t pc)
 {
 	uint64_t mask = (1ull << TABLE_BITS) - 1, i = hash(pc, TABLE_BITS), cache;
@@ -519,6 +588,8 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 	C.table[i].pc = pc;
 	C.table[i].cache = cache;
 	C.nblocks++;
+	page_add(pc >> 12);
+	page_add((C.last_end - 1) >> 12);
 	return cache;
 }
 

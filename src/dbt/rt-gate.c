@@ -80,6 +80,12 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		}
 		note(TP_AGENT_ST_FORKED);
 		return back;
+	case SYS_munmap:
+	case SYS_mprotect:
+	case SYS_mremap:
+		/* before the call: if it fails, only translations are lost */
+		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
+		return back;
 	case SYS_rt_sigaction:
 		return refuse(back, f,
 			      tp_dbt_sigaction((long)f->rdi, (const void *)(uintptr_t)f->rsi,

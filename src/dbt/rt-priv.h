@@ -70,6 +70,8 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HI
 
 /* Translate @pc now if needed (any %fs); 0 after tp_dbt_fail(). */
 uint64_t tp_dbt_translate(uint64_t pc) TP_DBT_HIDDEN;
+/* Forget the translations of program code in [@start, @end). */
+void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 /* Is @pc in the cache or the runtime's own code? */
 int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
 

@@ -198,6 +198,48 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
                 base.add(rep["instructions"] - 4 * int(r.out.split()[0]))
         c.eq(len(base), 1, "ticks: count - 4 * ticks is the same in every run (%s)" % base)
 
+# dlclose then dlopen of another library at the same address: the first one's
+# translations must not run for the second (munmap drops them).
+DL_MAIN = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	void *at[3] = {0};
+
+	for (int i = 1; i <= 2; i++) {
+		void *h = dlopen(argv[i], RTLD_NOW);
+		int (*f)(void) = h ? (int (*)(void))dlsym(h, "f") : NULL;
+
+		if (!f)
+			return 2;
+		at[i] = (void *)f;
+		printf("%d\n", f());
+		dlclose(h);
+	}
+	printf("same address: %d\n", at[1] == at[2]);
+	return 0;
+}
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
+    libs = []
+    for name, body in (("a", "int f(void) { return 11; }\n"),
+                       ("b", "int f(void) { return 22 * 2 - 1; }\nint g(int x) { return x; }\n")):
+        src, lib = os.path.join(tmp, name + ".c"), os.path.join(tmp, "lib%s.so" % name)
+        with open(src, "w") as f:
+            f.write(body)
+        libs.append(subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", lib, src]).returncode
+                    == 0 and lib)
+    src, exe = os.path.join(tmp, "dl.c"), os.path.join(tmp, "dl")
+    with open(src, "w") as f:
+        f.write(DL_MAIN)
+    built = all(libs) and subprocess.run(["cc", "-O2", "-o", exe, src]).returncode == 0
+    if c.ok(built, "cc builds the dlopen program and its two libraries"):
+        argv = [exe] + libs
+        check(argv, "dlopen, dlclose, dlopen")
+        r = count(argv, engine="dbt")
+        c.eq(r.out, "11\n43\nsame address: 1\n", "dlopen: each library's f ran, at one address")
+
 check(["/bin/true"], "/bin/true")
 check([target("compute-O2")], "compute-O2")
 check([target("sigmask")], "sigmask")
