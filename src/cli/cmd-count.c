@@ -22,7 +22,8 @@ static const char usage_text[] =
     "Count every instruction the program executes, exactly.\n"
     "\n"
     "  --engine E      ptrace (single-step from tracepad) or trapflag (the agent steps the\n"
-    "                  program from inside; default when launching)\n"
+    "                  program from inside; default when launching) or dbt (the program\n"
+    "                  runs in a code cache, whole programs without threads for now)\n"
     "  --start SYM     count from each thread's first entry of SYM to that call's return\n"
     "  --stop SYM      ... or to the entry of SYM\n"
     "  --by KEY        histogram by mnemonic, function, object or address\n"
@@ -82,8 +83,10 @@ int cmd_count(int argc, char **argv)
 				o.engine = TP_COUNT_ENGINE_PTRACE;
 			else if (!strcmp(optarg, "trapflag"))
 				o.engine = TP_COUNT_ENGINE_TRAPFLAG;
+			else if (!strcmp(optarg, "dbt"))
+				o.engine = TP_COUNT_ENGINE_DBT;
 			else {
-				tp_cli_error("count", "unknown engine '%s' (ptrace, trapflag)",
+				tp_cli_error("count", "unknown engine '%s' (ptrace, trapflag, dbt)",
 					     optarg);
 				return 2;
 			}
@@ -143,9 +146,9 @@ int cmd_count(int argc, char **argv)
 					    : "no program to count (tracepad count -- PROGRAM)");
 		return 2;
 	}
-	if (o.pid && o.engine == TP_COUNT_ENGINE_TRAPFLAG) {
-		tp_cli_error("count", "-p: the trapflag engine cannot attach yet; use --engine "
-				      "ptrace");
+	if (o.pid && (o.engine == TP_COUNT_ENGINE_TRAPFLAG || o.engine == TP_COUNT_ENGINE_DBT)) {
+		tp_cli_error("count", "-p: the %s engine cannot attach yet; use --engine ptrace",
+			     o.engine == TP_COUNT_ENGINE_DBT ? "dbt" : "trapflag");
 		return 2;
 	}
 	if (duration > 0 && !o.pid) {

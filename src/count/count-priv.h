@@ -14,6 +14,7 @@ void tp_count_addrs_add(struct tp_count_addrs *h, uint64_t pc, uint64_t n);
 
 int tp_count_run_ptrace(struct tp_count_ctx *c);
 int tp_count_run_trapflag(struct tp_count_ctx *c);
+int tp_count_run_dbt(struct tp_count_ctx *c); /* dbt.c */
 int tp_count_attach_ptrace(struct tp_count_ctx *c);
 /* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
  * and return with the program detached (the trapflag engine goes on). */

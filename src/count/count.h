@@ -16,7 +16,12 @@
 #include "base/hash.h"
 #include "trace/trace.h"
 
-enum tp_count_engine { TP_COUNT_ENGINE_DEFAULT, TP_COUNT_ENGINE_PTRACE, TP_COUNT_ENGINE_TRAPFLAG };
+enum tp_count_engine {
+	TP_COUNT_ENGINE_DEFAULT,
+	TP_COUNT_ENGINE_PTRACE,
+	TP_COUNT_ENGINE_TRAPFLAG,
+	TP_COUNT_ENGINE_DBT
+};
 enum tp_count_by {
 	TP_COUNT_BY_NONE,
 	TP_COUNT_BY_MNEMONIC,

@@ -463,7 +463,9 @@ int tp_count_exit_status(const struct tp_count_result *r)
 
 int tp_count_report(struct tp_count_ctx *c, FILE *out, struct tp_trace_writer *w)
 {
-	const char *engine = c->o->engine == TP_COUNT_ENGINE_PTRACE ? "ptrace" : "trapflag";
+	const char *engine = c->o->engine == TP_COUNT_ENGINE_PTRACE ? "ptrace"
+			     : c->o->engine == TP_COUNT_ENGINE_DBT  ? "dbt"
+								    : "trapflag";
 	struct hist h = {0};
 	int err = 0;
 

@@ -230,5 +230,7 @@ int tp_count_run(struct tp_count_ctx *c)
 	personality((unsigned long)personality(0xffffffff) | ADDR_NO_RANDOMIZE);
 	if (c->o->engine == TP_COUNT_ENGINE_PTRACE)
 		return tp_count_run_ptrace(c);
+	if (c->o->engine == TP_COUNT_ENGINE_DBT)
+		return tp_count_run_dbt(c);
 	return tp_count_run_trapflag(c);
 }

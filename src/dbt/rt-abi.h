@@ -1,0 +1,87 @@
+/* What tracepad's launcher (src/dbt/launch.c) and the code-cache runtime it maps into the
+ * program (src/dbt/rt-*.c) agree on: where the runtime lives, the boot record the launcher
+ * writes, and the layout of the per-thread block that cache code reaches through %gs. */
+#ifndef TP_DBT_RT_ABI_H
+#define TP_DBT_RT_ABI_H
+
+/* The runtime's own region, far below where the kernel places the program's mappings
+ * (top-down from the stack) and far above its brk heap, so that the program's own
+ * addresses are those of a native run without ASLR.  Cache chunks are placed apart, near
+ * the code they translate (rel32 reach). */
+#define TP_DBT_REGION 0x7d0000000000ull
+#define TP_DBT_RT_AT (TP_DBT_REGION)		       /* the runtime image */
+#define TP_DBT_ZYDIS_AT (TP_DBT_REGION + 0x1000000ull) /* libZydis, privately loaded */
+#define TP_DBT_HEAP_AT (TP_DBT_REGION + 0x4000000ull)  /* boot record, stacks, tables */
+#define TP_DBT_HEAP_SIZE 0x4000000ull
+#define TP_DBT_CTL_AT (TP_DBT_REGION + 0x40000000ull) /* the shared control block */
+#define TP_DBT_STACK_SIZE 0x40000ull		      /* the runtime's start-up stack */
+
+/* Offsets in the per-thread block (%gs base).  Cache code saves a register or two in the
+ * scratch slots and enters the runtime through the entry slots, which are absolute
+ * addresses: "jmp [gs:off]" reaches the runtime from any chunk. */
+#define TP_DBT_T_RAX 0	   /* program's rax while cache code uses rax */
+#define TP_DBT_T_RCX0 8	   /* rcx before a rep string instruction */
+#define TP_DBT_T_COUNT 16  /* the thread's instruction count */
+#define TP_DBT_T_NEXT 24   /* cache address an exit jumps to */
+#define TP_DBT_T_RSVD 32   /* reserved (two slots) */
+#define TP_DBT_T_ARG 48	   /* why the gate was entered (TP_DBT_GATE_*) */
+#define TP_DBT_T_DIRECT 56 /* entry: unlinked direct exit, rax = its stub */
+#define TP_DBT_T_IBL 64	   /* entry: indirect branch lookup, rax = program target */
+#define TP_DBT_T_GATE 72   /* entry: the gate, rax = cache address to come back to */
+#define TP_DBT_T_TABLE 80  /* the indirect branch table: {pc, cache} * TP_DBT_IBL_SIZE */
+#define TP_DBT_T_RDX 88	   /* second scratch */
+#define TP_DBT_T_SELF 96   /* the block's own address */
+#define TP_DBT_T_SIZE 128
+
+#define TP_DBT_IBL_BITS 16
+#define TP_DBT_IBL_SIZE (1 << TP_DBT_IBL_BITS)
+
+/* Gate reasons. */
+#define TP_DBT_GATE_SYSCALL 1
+#define TP_DBT_GATE_SYNC 2  /* the agent's first int3: counting pauses */
+#define TP_DBT_GATE_SYNC2 3 /* its second: counting resumes where it paused */
+
+/* Unlinked exit stub, written by the translator and patched by the dispatcher:
+ *   mov [gs:RAX], rax; lea rax, [rip - 16]; jmp [gs:DIRECT]; .quad target; .quad link
+ * Linking overwrites its first bytes with a jmp to the target's block. */
+#define TP_DBT_STUB_TARGET 24
+#define TP_DBT_STUB_LINK 32
+#define TP_DBT_STUB_SIZE 40
+
+#ifndef __ASSEMBLER__
+#include <stdint.h>
+
+/* The names and addresses of libZydis's entry points the runtime calls, resolved by the
+ * launcher that loaded it. */
+enum tp_dbt_zydis_fn {
+	TP_DBT_ZY_DECODER_INIT,
+	TP_DBT_ZY_DECODE_FULL,
+	TP_DBT_ZY_CALC_ABS,
+	TP_DBT_ZY_MNEMONIC_STRING,
+	TP_DBT_ZY_ENCODE_ABS,
+	TP_DBT_ZY_NOP_FILL,
+	TP_DBT_ZY_COUNT
+};
+
+/* The program's registers at its first instruction (struct user_regs_struct's order). */
+struct tp_dbt_regs {
+	uint64_t r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi;
+	uint64_t orig_rax, rip, cs, eflags, rsp, ss, fs_base, gs_base, ds, es, fs, gs;
+};
+
+/* Written by the launcher at TP_DBT_HEAP_AT; the runtime starts with its address in rdi. */
+struct tp_dbt_boot {
+	uint64_t magic;
+	struct tp_dbt_regs regs;
+	uint64_t ctl; /* the shared control block (struct tp_agent_ctl), or 0 */
+	uint64_t ctl_size;
+	uint64_t heap_end; /* the heap is [TP_DBT_HEAP_AT + sizeof boot, heap_end) */
+	uint64_t zydis[TP_DBT_ZY_COUNT];
+	int32_t pid;
+	uint32_t flags;
+	char agent[256]; /* path of the preloaded agent: its code is not counted */
+};
+#define TP_DBT_BOOT_MAGIC 0x544f4f4254424454ull
+
+#endif
+#endif

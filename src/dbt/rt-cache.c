@@ -1,0 +1,666 @@
+/* The code cache: program blocks translated into chunks of memory near their code, with
+ * the count added at each block's entry; direct exits go through the dispatcher once and
+ * are then linked, indirect ones through the lookup table (rt-entry.S's ibl). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <asm/prctl.h>
+
+#include "arch/arch.h"
+#include "base/procfs.h"
+#include "dbt/rt-priv.h"
+#include "rt/raw.h"
+#include "rt/rt.h"
+
+#define CHUNK_SIZE (16ull << 20)
+#define CHUNKS 64
+#define CHUNK_REACH (1ull << 30) /* a block goes in a chunk this close to its code */
+#define BLOCK_MAX_INSNS 64
+#define BLOCK_ROOM 8192 /* more than any block and its exits take */
+#define TABLE_BITS 18
+#define MODS 256
+#define PAGE_BITS 16 /* the set of code pages translated from */
+
+/* A chunk is private r-x memory, written through /proc/self/mem (src/rt), so that a
+ * forked child gets its own copy of the cache as of the fork. */
+struct chunk {
+	uint64_t rx, used;
+};
+
+struct entry {
+	uint64_t pc, cache;
+};
+
+/* Executable mappings seen so far, and whether each is the agent's (not counted). */
+struct mod {
+	uint64_t start, end;
+	int agent;
+};
+
+static struct {
+	struct chunk chunks[CHUNKS];
+	int nchunks;
+	struct entry *table; /* every translated block: pc -> cache, open addressing */
+	uint64_t nblocks;
+	struct entry *ibl; /* the indirect branch table that rt-entry.S reads */
+	uint64_t *pages;   /* page numbers + 1 of translated code, open addressing */
+	uint64_t npages, last_end;
+	int pages_full;
+	struct mod mods[MODS];
+	int nmods;
+	uint8_t buf[BLOCK_ROOM];
+	char maps[1 << 18];
+} C;
+
+extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
+extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_end[];
+extern const uint8_t tp_dbt_tpl_stub[], tp_dbt_tpl_stub_end[];
+extern const uint8_t tp_dbt_tpl_gate[], tp_dbt_tpl_gate_reason[], tp_dbt_tpl_gate_end[];
+extern const uint8_t tp_dbt_tpl_save_rax[], tp_dbt_tpl_save_rax_end[];
+extern const uint8_t tp_dbt_tpl_to_ibl[], tp_dbt_tpl_to_ibl_end[];
+extern const uint8_t tp_dbt_tpl_sysret[], tp_dbt_tpl_sysret_end[];
+
+#define TPL(w, name)                                                                               \
+	tp_arch_put_data(w, tp_dbt_tpl_##name, tp_dbt_tpl_##name##_end - tp_dbt_tpl_##name)
+
+static uint64_t hash(uint64_t pc, unsigned bits)
+{
+	return ((pc >> 4) ^ pc) & ((1ull << bits) - 1);
+}
+
+int tp_dbt_cache_init(void)
+{
+	struct tp_dbt_thread *t = tp_dbt_self();
+
+	C.table = tp_dbt_alloc(sizeof(struct entry) << TABLE_BITS);
+	C.ibl = tp_dbt_alloc(sizeof(struct entry) * TP_DBT_IBL_SIZE);
+	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
+	if (!C.table || !C.ibl || !C.pages)
+		return -ENOMEM;
+	t->table = (uint64_t)(uintptr_t)C.ibl;
+	return 0;
+}
+
+/* ---- chunks ---- */
+
+static uint64_t dist(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+static struct chunk *chunk_new(uint64_t pc)
+{
+	struct chunk *c;
+	long rx = -ENOMEM;
+
+	if (C.nchunks == CHUNKS)
+		return NULL;
+	/* below the code (above it when there is no room), clear of the program's own
+	 * mappings and of where its brk heap grows */
+	for (uint64_t k = 0; k < 32; k++) {
+		uint64_t hint = pc > CHUNK_REACH ? pc - CHUNK_REACH * 3 / 4 - k * CHUNK_SIZE
+						 : pc + CHUNK_REACH / 2 + k * CHUNK_SIZE;
+
+		hint &= ~0xffffull;
+		rx = tp_raw6(SYS_mmap, hint, CHUNK_SIZE, PROT_READ | PROT_EXEC,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,
+			     0);
+		if (!tp_raw_failed(rx))
+			break;
+	}
+	if (tp_raw_failed(rx))
+		return NULL;
+	c = &C.chunks[C.nchunks++];
+	c->rx = (uint64_t)rx;
+	c->used = 0;
+	return c;
+}
+
+static struct chunk *chunk_for(uint64_t pc)
+{
+	for (int i = 0; i < C.nchunks; i++) {
+		struct chunk *c = &C.chunks[i];
+
+		if (dist(c->rx, pc) < CHUNK_REACH && dist(c->rx + CHUNK_SIZE, pc) < CHUNK_REACH &&
+		    c->used + BLOCK_ROOM <= CHUNK_SIZE)
+			return c;
+	}
+	return chunk_new(pc);
+}
+
+static struct chunk *chunk_of(uint64_t addr)
+{
+	for (int i = 0; i < C.nchunks; i++)
+		if (addr - C.chunks[i].rx < CHUNK_SIZE)
+			return &C.chunks[i];
+	return NULL;
+}
+
+/* Write @len bytes at cache address @at. */
+static int cache_write(uint64_t at, const void *src, size_t len)
+{
+	struct tp_rt_code code;
+	int err;
+
+	if (!chunk_of(at))
+		return -EFAULT;
+	tp_rt_code_open(&code);
+	err = tp_rt_code_write(&code, at, src, len);
+	tp_rt_code_close(&code);
+	return err;
+}
+
+/* ---- which code is counted: everything but the preloaded agent's ---- */
+
+static int read_maps(void)
+{
+	long fd = tp_raw2(SYS_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC), n;
+	size_t len = 0;
+
+	if (fd < 0)
+		return -1;
+	while (len < sizeof(C.maps) - 1 &&
+	       (n = tp_raw3(SYS_read, fd, C.maps + len, sizeof(C.maps) - 1 - len)) > 0)
+		len += (size_t)n;
+	tp_raw1(SYS_close, fd);
+	C.maps[len] = 0;
+	return (int)len;
+}
+
+static int is_agent(uint64_t pc)
+{
+	const char *agent = tp_dbt.boot->agent;
+	size_t alen = strlen(agent);
+	int len, i;
+
+	if (!agent[0])
+		return 0;
+	for (i = 0; i < C.nmods; i++)
+		if (pc - C.mods[i].start < C.mods[i].end - C.mods[i].start)
+			return C.mods[i].agent;
+	len = read_maps();
+	for (int at = 0; len > 0 && at < len;) {
+		struct tp_maps_ent e;
+		int end = at;
+
+		while (end < len && C.maps[end] != '\n')
+			end++;
+		if (!tp_maps_parse_line(C.maps + at, (size_t)(end - at), &e) && pc >= e.start &&
+		    pc < e.end) {
+			int mine = e.path_len == alen && !memcmp(e.path, agent, alen);
+
+			if (C.nmods < MODS)
+				C.mods[C.nmods++] = (struct mod){e.start, e.end, mine};
+			return mine;
+		}
+		at = end + 1;
+	}
+	return 0;
+}
+
+/* ---- translation ---- */
+
+/* Copy up to 15 bytes of code at @pc without reading past a mapping's end. */
+static size_t fetch(uint64_t pc, uint8_t *out)
+{
+	uint64_t page_left = 4096 - (pc & 4095);
+	struct {
+		void *base;
+		size_t len;
+	} local = {out, TP_ARCH_MAX_INSN_LEN},
+	  remote = {(void *)(uintptr_t)pc, TP_ARCH_MAX_INSN_LEN};
+	long n;
+
+	if (page_left >= TP_ARCH_MAX_INSN_LEN) {
+		memcpy(out, (const void *)(uintptr_t)pc, TP_ARCH_MAX_INSN_LEN);
+		return TP_ARCH_MAX_INSN_LEN;
+	}
+	n = tp_raw6(SYS_process_vm_readv, tp_dbt.pid, (long)&local, 1, (long)&remote, 1, 0);
+	if (n <= 0) {
+		memcpy(out, (const void *)(uintptr_t)pc, page_left);
+		return page_left;
+	}
+	return (size_t)n;
+}
+
+static void put_stub(struct tp_arch_writer *w, uint64_t target)
+{
+	size_t at;
+
+	/* 8-aligned, so that linking's write of its first bytes is one store */
+	if (tp_arch_writer_pc(w) & 7)
+		tp_arch_put_nop(w, 8 - (tp_arch_writer_pc(w) & 7));
+	at = w->len;
+	TPL(w, stub);
+	if (!w->err)
+		memcpy(w->buf + at + TP_DBT_STUB_TARGET, &target, 8);
+}
+
+static void put_gate(struct tp_arch_writer *w, int32_t reason)
+{
+	size_t at = w->len;
+
+	TPL(w, gate);
+	if (!w->err)
+		memcpy(w->buf + at + (tp_dbt_tpl_gate_reason - tp_dbt_tpl_gate) - 4, &reason, 4);
+}
+
+/* "call/jmp r/m64" (ff /2, ff /4) as "mov rax, r/m64" with the same operand: the
+ * prefixes that only hint (notrack, bnd) go, segment and address-size ones stay. */
+static int put_load_target(struct tp_arch_writer *w, const uint8_t *b, const struct tp_insn *in)
+{
+	uint8_t out[TP_ARCH_MAX_INSN_LEN + 1];
+	size_t i = 0, n = 0, op;
+	uint8_t rex = 0, modrm;
+
+	while (i < in->len &&
+	       (b[i] == 0x2e || b[i] == 0x3e || b[i] == 0xf2 || b[i] == 0xf3 || b[i] == 0x66 ||
+		b[i] == 0x64 || b[i] == 0x65 || b[i] == 0x67 || b[i] == 0x26 || b[i] == 0x36)) {
+		if (b[i] == 0x64 || b[i] == 0x65 || b[i] == 0x67)
+			out[n++] = b[i];
+		i++;
+	}
+	if (i < in->len && (b[i] & 0xf0) == 0x40)
+		rex = b[i++];
+	if (i + 2 > in->len || b[i] != 0xff)
+		return -ENOTSUP;
+	op = i + 1;
+	modrm = b[op];
+	if (((modrm >> 3) & 7) != 2 && ((modrm >> 3) & 7) != 4)
+		return -ENOTSUP; /* far call or jmp */
+	out[n++] = (uint8_t)(0x48 | (rex & 3));
+	out[n++] = 0x8b;
+	out[n++] = modrm & 0xc7;
+	for (i = op + 1; i < in->len; i++)
+		out[n++] = b[i];
+	if (in->flags & TP_INSN_F_RIPREL) {
+		/* mod 00 rm 101: the disp32 follows the modrm and ends the instruction */
+		int64_t d = (int64_t)(in->target - (tp_arch_writer_pc(w) + n));
+		int32_t rel = (int32_t)d;
+
+		if (d != rel)
+			return -ERANGE;
+		memcpy(out + n - 4, &rel, 4);
+	}
+	tp_arch_put_data(w, out, n);
+	return 0;
+}
+
+/* A relocated copy of the instruction at @pc into the writer. */
+static int put_copy(struct tp_arch_writer *w, const uint8_t *b, const struct tp_insn *in,
+		    uint64_t pc)
+{
+	size_t n;
+	int err;
+
+	if (w->cap - w->len < 64)
+		return -ENOSPC;
+	err = tp_arch_relocate(b, in->len, pc, tp_arch_writer_pc(w), w->buf + w->len,
+			       w->cap - w->len, &n);
+	if (!err)
+		w->len += n;
+	return err;
+}
+
+/* The block at @pc, written at the chunk's end; 0 after tp_dbt_fail(). */
+static uint64_t translate(uint64_t pc)
+{
+	struct chunk *c = chunk_for(pc);
+	struct tp_arch_writer w;
+	uint64_t start, cur = pc;
+	uint32_t ninsn = 0;
+	size_t count_at = 0, len;
+	int counted = !is_agent(pc), done = 0, err = 0;
+
+	if (!c) {
+		tp_dbt_fail("no memory for the code cache near", pc);
+		return 0;
+	}
+	start = c->rx + c->used;
+	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
+	if (counted) {
+		TPL(&w, count);
+		count_at = w.len - (tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
+	}
+	while (!done && !err && !w.err) {
+		uint8_t b[TP_ARCH_MAX_INSN_LEN];
+		size_t have = fetch(cur, b);
+		struct tp_insn in;
+		uint64_t next;
+
+		if (tp_arch_decode(b, have, cur, &in)) {
+			tp_dbt_fail("an instruction the decoder does not know", cur);
+			return 0;
+		}
+		next = cur + in.len;
+		ninsn++;
+		switch (in.kind) {
+		case TP_INSN_OTHER:
+			if (in.flags & TP_INSN_F_REP) {
+				ninsn--; /* once per iteration, counted as it runs */
+				if (counted)
+					tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
+							 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
+				err = put_copy(&w, b, &in, cur);
+				if (counted)
+					tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
+							 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
+			} else {
+				err = put_copy(&w, b, &in, cur);
+			}
+			break;
+		case TP_INSN_JMP:
+			done = 1;
+			if (in.flags & TP_INSN_F_INDIRECT) {
+				TPL(&w, save_rax);
+				err = put_load_target(&w, b, &in);
+				TPL(&w, to_ibl);
+			} else {
+				put_stub(&w, in.target);
+			}
+			break;
+		case TP_INSN_CALL:
+			done = 1;
+			if (in.flags & TP_INSN_F_INDIRECT) {
+				TPL(&w, save_rax);
+				err = put_load_target(&w, b, &in);
+				tp_arch_put_push_u64(&w, next);
+				TPL(&w, to_ibl);
+			} else {
+				tp_arch_put_push_u64(&w, next);
+				put_stub(&w, in.target);
+			}
+			break;
+		case TP_INSN_JCC: {
+			/* the relocator re-aims the branch: decoded as if at the address from
+			 * which its target is the taken exit's stub */
+			uint64_t rel = in.target - next, here = tp_arch_writer_pc(&w);
+			size_t n;
+
+			/* jcc rel32 (6), or loop/jrcxz with its hop (3 + 2 + 5), then the
+			 * fall-through stub (8-aligned), then the taken one */
+			uint64_t taken = ((here + 10 + 7) & ~7ull) + TP_DBT_STUB_SIZE;
+
+			err = tp_arch_relocate(b, in.len, taken - rel - in.len, here, w.buf + w.len,
+					       w.cap - w.len, &n);
+			if (err)
+				break;
+			w.len += n;
+			put_stub(&w, next);
+			if (tp_arch_writer_pc(&w) > taken) {
+				err = -ENOSPC;
+				break;
+			}
+			tp_arch_put_nop(&w, taken - tp_arch_writer_pc(&w));
+			/* put_stub aligns to 8 first: no padding at an 8-aligned pc */
+			put_stub(&w, in.target);
+			done = 1;
+			break;
+		}
+		case TP_INSN_RET: {
+			size_t op = 0;
+
+			done = 1;
+			while (op < in.len && (b[op] == 0xf2 || b[op] == 0xf3 || b[op] == 0x66 ||
+					       b[op] == 0x2e || b[op] == 0x3e))
+				op++;
+			if (op >= in.len || (b[op] != 0xc3 && b[op] != 0xc2)) {
+				err = -ENOTSUP; /* iret, far ret */
+				break;
+			}
+			TPL(&w, save_rax);
+			tp_arch_put_pop_reg(&w, TP_REG_RAX);
+			if (b[op] == 0xc2 && op + 3 <= in.len) {
+				uint16_t imm;
+
+				memcpy(&imm, b + op + 1, 2);
+				tp_arch_put_lea_rsp(&w, imm);
+			}
+			TPL(&w, to_ibl);
+			break;
+		}
+		case TP_INSN_SYSCALL: {
+			size_t at;
+
+			done = 1;
+			if (b[0] == 0x0f && b[1] == 0x05 && in.len == 2)
+				put_gate(&w, TP_DBT_GATE_SYSCALL);
+			tp_arch_put_data(&w, b, in.len);
+			at = w.len;
+			TPL(&w, sysret);
+			if (!w.err)
+				memcpy(w.buf + at + 2, &next, 8);
+			put_stub(&w, next);
+			break;
+		}
+		case TP_INSN_INT3: {
+			struct tp_agent_ctl *ctl = tp_dbt.ctl;
+
+			done = 1;
+			if (ctl && cur == ctl->sync_pc)
+				put_gate(&w, TP_DBT_GATE_SYNC);
+			else if (ctl && cur == ctl->sync2_pc)
+				put_gate(&w, TP_DBT_GATE_SYNC2);
+			else
+				tp_arch_put_data(&w, b, in.len);
+			put_stub(&w, next);
+			break;
+		}
+		default: /* traps: hlt, ud2, int n */
+			done = 1;
+			tp_arch_put_data(&w, b, in.len);
+			put_stub(&w, next);
+			break;
+		}
+		cur = next;
+		if (!done && ninsn >= BLOCK_MAX_INSNS) {
+			put_stub(&w, cur);
+			done = 1;
+		}
+	}
+	if (!err)
+		err = tp_arch_writer_finish(&w, &len);
+	if (err) {
+		tp_dbt_fail(err == -ERANGE ? "an operand out of reach of the code cache at"
+					   : "an instruction the code cache cannot move",
+			    cur);
+		return 0;
+	}
+	if (counted)
+		memcpy(C.buf + count_at, &ninsn, 4);
+	C.last_end = cur;
+	if (cache_write(start, C.buf, len)) {
+		tp_dbt_fail("cannot write into the code cache at", start);
+		return 0;
+	}
+	c->used = (c->used + len + 15) & ~15ull;
+	return start;
+}
+
+/* libZydis is built with the stack protector: it reads its canary at %fs:0x28.  Before
+ * the program's loader set up TLS, %fs is 0, so a private TCB stands in meanwhile. */
+static int tls_enter(void)
+{
+	static uint64_t tcb[64];
+
+	/* the program sets %fs only through the gate, which keeps tp_dbt.fs up to date */
+	if (tp_dbt.fs)
+		return 0;
+	tcb[0] = (uint64_t)(uintptr_t)tcb;
+	tcb[5] = 0x5f7470646274aa00ull;
+	tp_raw2(SYS_arch_prctl, ARCH_SET_FS, tcb);
+	return 1;
+}
+
+static void tls_leave(int entered)
+{
+	if (entered)
+		tp_raw2(SYS_arch_prctl, ARCH_SET_FS, 0);
+}
+
+static int page_find(uint64_t page, uint64_t *slot)
+{
+	uint64_t mask = (1ull << PAGE_BITS) - 1, i = hash(page << 12, PAGE_BITS);
+
+	for (;; i = (i + 1) & mask) {
+		if (C.pages[i] == page + 1 || !C.pages[i]) {
+			*slot = i;
+			return C.pages[i] != 0;
+		}
+	}
+}
+
+static void page_add(uint64_t page)
+{
+	uint64_t i;
+
+	if (C.pages_full || page_find(page, &i))
+		return;
+	if (C.npages >= (1ull << PAGE_BITS) / 2) {
+		C.pages_full = 1; /* from now on every unmapping invalidates */
+		return;
+	}
+	C.pages[i] = page + 1;
+	C.npages++;
+}
+
+/* Drop the translations of code in [@start, @end), which the program unmaps, moves or
+ * reprotects: the next execution there is translated again from what is there then.
+ * Blocks elsewhere reach code of another mapping only through the lookup table (calls
+ * between objects go through the PLT), which is cleared; the chunks are not reused. */
+void tp_dbt_invalidate(uint64_t start, uint64_t end)
+{
+	uint64_t mask = (1ull << TABLE_BITS) - 1, hit = C.pages_full, n = 0, i;
+
+	if (end <= start)
+		return;
+	for (uint64_t p = start >> 12; !hit && p <= (end - 1) >> 12; p++)
+		hit = page_find(p, &i);
+	if (!hit)
+		return;
+	/* a block may begin up to a page before the range and run into it */
+	start = start > 4096 ? start - 4096 : 0;
+	for (i = 0; i <= mask; i++) {
+		struct entry e = C.table[i];
+
+		if (!e.cache)
+			continue;
+		C.table[i].pc = C.table[i].cache = 0;
+		if (e.pc >= start && e.pc < end)
+			continue;
+		/* re-insert the survivors: open addressing keeps no holes */
+		for (uint64_t j = hash(e.pc, TABLE_BITS);; j = (j + 1) & mask) {
+			if (!C.table[j].cache) {
+				C.table[j] = e;
+				n++;
+				break;
+			}
+		}
+	}
+	C.nblocks = n;
+	memset(C.ibl, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
+}
+
+uint64_t tp_dbt_lookup(uint64_t pc)
+{
+	uint64_t mask = (1ull << TABLE_BITS) - 1, i = hash(pc, TABLE_BITS), cache;
+
+	for (;; i = (i + 1) & mask) {
+		if (C.table[i].pc == pc && C.table[i].cache)
+			return C.table[i].cache;
+		if (!C.table[i].cache)
+			break;
+	}
+	if (C.nblocks >= mask / 2) {
+		tp_dbt_fail("the code cache's block table is full", pc);
+		return 0;
+	}
+	{
+		int tls = tls_enter();
+
+		cache = translate(pc);
+		tls_leave(tls);
+	}
+	if (!cache)
+		return 0;
+	C.table[i].pc = pc;
+	C.table[i].cache = cache;
+	C.nblocks++;
+	page_add(pc >> 12);
+	page_add((C.last_end - 1) >> 12);
+	return cache;
+}
+
+/* Nothing sensible is left to run: the counts so far go to tracepad, marked by the
+ * failure already recorded. */
+static uint64_t give_up(void)
+{
+	tp_dbt_flush(tp_dbt_self());
+	for (;;)
+		tp_raw1(SYS_exit_group, 127);
+	return 0;
+}
+
+uint64_t tp_dbt_translate(uint64_t pc)
+{
+	return tp_dbt_lookup(pc);
+}
+
+int tp_dbt_in_runtime(uint64_t pc)
+{
+	/* the runtime and its libZydis, mapped by the launcher in the runtime's region */
+	return chunk_of(pc) || (pc >= TP_DBT_RT_AT && pc < TP_DBT_HEAP_AT);
+}
+
+uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
+{
+	uint64_t target, to;
+	uint8_t jmp[8];
+
+	int64_t rel;
+
+	tp_dbt_c_enter(tp_dbt_self());
+	memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
+	to = tp_dbt_translate(target);
+	if (!to)
+		return give_up();
+	/* link: the stub's first bytes become a jump to the block */
+	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
+	rel = (int64_t)(to - (stub + TP_ARCH_JMP32_LEN));
+	if (rel == (int32_t)rel) {
+		int32_t r32 = (int32_t)rel;
+
+		jmp[0] = 0xe9; /* jmp rel32 */
+		memcpy(jmp + 1, &r32, 4);
+		cache_write(stub, jmp, 8);
+	} else {
+		int32_t rel = TP_DBT_STUB_LINK - 6;
+
+		cache_write(stub + TP_DBT_STUB_LINK, &to, 8);
+		jmp[0] = 0xff;
+		jmp[1] = 0x25;
+		memcpy(jmp + 2, &rel, 4);
+		cache_write(stub, jmp, 8);
+	}
+	tp_dbt_c_leave(tp_dbt_self());
+	return to;
+}
+
+uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
+{
+	struct entry *e = &C.ibl[hash(pc, TP_DBT_IBL_BITS)];
+	uint64_t to;
+
+	tp_dbt_c_enter(tp_dbt_self());
+	to = tp_dbt_translate(pc);
+	if (!to)
+		return give_up();
+	/* the lookup reads pc then cache: a half-written entry must not match */
+	e->pc = 0;
+	e->cache = to;
+	e->pc = pc;
+	tp_dbt_c_leave(tp_dbt_self());
+	return to;
+}

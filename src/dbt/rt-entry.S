@@ -1,0 +1,266 @@
+/* The code cache's entry and exit paths, and the templates of the code the translator
+ * copies around each block (assembled here so that no encoding is written by hand).
+ * Cache code reaches these through the %gs block (rt-abi.h); all of them run on the
+ * runtime's stack, never below the program's stack pointer. */
+#include "dbt/rt-abi.h"
+
+	.text
+
+/* Start: rdi = the boot record; the launcher set rsp to the top of the first stack. */
+	.globl tp_dbt_rt_start
+	.type tp_dbt_rt_start, @function
+tp_dbt_rt_start:
+	and $-16, %rsp
+	call tp_dbt_rt_main
+	ud2
+	.size tp_dbt_rt_start, .-tp_dbt_rt_start
+
+/* void tp_dbt_rt_enter(const struct tp_dbt_regs *r, uint64_t cache_pc): the program's
+ * registers, every one, and on into the cache. */
+	.globl tp_dbt_rt_enter
+	.hidden tp_dbt_rt_enter
+	.type tp_dbt_rt_enter, @function
+tp_dbt_rt_enter:
+	mov %rsi, %gs:TP_DBT_T_NEXT
+	pushq 144(%rdi)		/* eflags */
+	popfq
+	mov 0(%rdi), %r15
+	mov 8(%rdi), %r14
+	mov 16(%rdi), %r13
+	mov 24(%rdi), %r12
+	mov 32(%rdi), %rbp
+	mov 40(%rdi), %rbx
+	mov 48(%rdi), %r11
+	mov 56(%rdi), %r10
+	mov 64(%rdi), %r9
+	mov 72(%rdi), %r8
+	mov 80(%rdi), %rax
+	mov 88(%rdi), %rcx
+	mov 96(%rdi), %rdx
+	mov 104(%rdi), %rsi
+	mov 152(%rdi), %rsp
+	mov 112(%rdi), %rdi
+	jmp *%gs:TP_DBT_T_NEXT
+	.size tp_dbt_rt_enter, .-tp_dbt_rt_enter
+
+/* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  The frame
+ * (struct tp_dbt_frame) is the program's registers and flags; C may change them and
+ * returns the cache address to go on at.  It runs on the program's stack below the red
+ * zone: a signal that comes meanwhile gets its frame below, as anywhere in the program,
+ * and the slots it may find live are saved and put back around its handler. */
+.macro ENTER_C fn
+	lea -128(%rsp), %rsp
+	pushfq
+	pushq %gs:TP_DBT_T_RAX
+	push %rcx
+	push %rdx
+	push %rbx
+	push %rbp
+	push %rsi
+	push %rdi
+	push %r8
+	push %r9
+	push %r10
+	push %r11
+	push %r12
+	push %r13
+	push %r14
+	push %r15
+	mov %rsp, %rbx
+	sub $512, %rsp
+	and $-64, %rsp
+	fxsave64 (%rsp)
+	mov %rax, %rdi
+	mov %rbx, %rsi
+	cld
+	call \fn
+	mov %rax, %gs:TP_DBT_T_NEXT
+	fxrstor64 (%rsp)
+	mov %rbx, %rsp
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rdi
+	pop %rsi
+	pop %rbp
+	pop %rbx
+	pop %rdx
+	pop %rcx
+	pop %rax
+	popfq
+	lea 128(%rsp), %rsp
+	jmp *%gs:TP_DBT_T_NEXT
+.endm
+
+/* An unlinked direct exit: rax = its stub. */
+	.globl tp_dbt_rt_direct
+	.hidden tp_dbt_rt_direct
+	.type tp_dbt_rt_direct, @function
+tp_dbt_rt_direct:
+	ENTER_C tp_dbt_dispatch_direct
+	.size tp_dbt_rt_direct, .-tp_dbt_rt_direct
+
+/* An indirect branch that missed the table: rax = the program's target. */
+	.type rt_indirect, @function
+rt_indirect:
+	ENTER_C tp_dbt_dispatch_indirect
+	.size rt_indirect, .-rt_indirect
+
+/* The gate: rax = where to come back; gs:ARG says why. */
+	.globl tp_dbt_rt_gate
+	.hidden tp_dbt_rt_gate
+	.type tp_dbt_rt_gate, @function
+tp_dbt_rt_gate:
+	ENTER_C tp_dbt_gate
+	.size tp_dbt_rt_gate, .-tp_dbt_rt_gate
+
+/* Indirect branch lookup: rax = the program's target; its translation from the table, or
+ * the dispatcher.  Flags and rcx are saved on the runtime stack. */
+	.globl tp_dbt_rt_ibl
+	.hidden tp_dbt_rt_ibl
+	.type tp_dbt_rt_ibl, @function
+tp_dbt_rt_ibl:
+	lea -128(%rsp), %rsp
+	pushfq
+	push %rcx
+	mov %rax, %rcx
+	shr $4, %rcx
+	xor %rax, %rcx
+	and $(TP_DBT_IBL_SIZE - 1), %ecx
+	shl $4, %rcx
+	add %gs:TP_DBT_T_TABLE, %rcx
+	cmp (%rcx), %rax
+	jne 1f
+	mov 8(%rcx), %rcx
+	mov %rcx, %gs:TP_DBT_T_NEXT
+	pop %rcx
+	popfq
+	lea 128(%rsp), %rsp
+	mov %gs:TP_DBT_T_RAX, %rax
+	jmp *%gs:TP_DBT_T_NEXT
+1:	pop %rcx
+	popfq
+	lea 128(%rsp), %rsp
+	jmp rt_indirect
+	.size tp_dbt_rt_ibl, .-tp_dbt_rt_ibl
+
+/* The kernel's entry for every program handler: rdi, rsi, rdx are the handler's arguments
+ * and rsp is on the signal frame; the program's handler runs in the cache from here. */
+	.globl tp_dbt_rt_sigtramp
+	.hidden tp_dbt_rt_sigtramp
+	.type tp_dbt_rt_sigtramp, @function
+tp_dbt_rt_sigtramp:
+	push %rdi
+	push %rsi
+	push %rdx
+	sub $16, %rsp
+	call tp_dbt_sig_enter
+	add $16, %rsp
+	pop %rdx
+	pop %rsi
+	pop %rdi
+	test %rax, %rax
+	jz 1f
+	movq $0, %gs:TP_DBT_T_RAX
+	jmp *%gs:TP_DBT_T_IBL
+	/* deferred (it came while the runtime's C code ran): back at once, redelivered later */
+1:	add $8, %rsp
+	mov $15, %eax
+	syscall
+	ud2
+	.size tp_dbt_rt_sigtramp, .-tp_dbt_rt_sigtramp
+
+/* void tp_dbt_rt_sigreturn(uint64_t rsp): the kernel's rt_sigreturn with the frame at rsp. */
+	.globl tp_dbt_rt_sigreturn
+	.hidden tp_dbt_rt_sigreturn
+	.type tp_dbt_rt_sigreturn, @function
+tp_dbt_rt_sigreturn:
+	mov %rdi, %rsp
+	mov $15, %eax
+	syscall
+	ud2
+	.size tp_dbt_rt_sigreturn, .-tp_dbt_rt_sigreturn
+
+/* ---- templates: copied into the cache, patched where a label ends a field ---- */
+	.section .rodata
+.macro TPL name
+	.globl tp_dbt_tpl_\name
+	.hidden tp_dbt_tpl_\name
+tp_dbt_tpl_\name:
+.endm
+
+/* count += N (the patched disp32 of the lea), flags untouched */
+TPL count
+	mov %rax, %gs:TP_DBT_T_RAX
+	mov %gs:TP_DBT_T_COUNT, %rax
+TPL count_w
+	lea 0x7fffffff(%rax), %rax
+TPL count_n
+	mov %rax, %gs:TP_DBT_T_COUNT
+	mov %gs:TP_DBT_T_RAX, %rax
+TPL count_end
+
+/* around a rep string instruction: count += max(rcx before - rcx after, 1), flags
+ * untouched (bswap and movzx of dh instead of a compare) */
+TPL rep_pre
+	mov %rcx, %gs:TP_DBT_T_RCX0
+TPL rep_post
+	mov %rax, %gs:TP_DBT_T_RAX
+	mov %rdx, %gs:TP_DBT_T_RDX
+	mov %gs:TP_DBT_T_RCX0, %rax
+	mov %rcx, %rdx
+	not %rdx
+	lea 1(%rax,%rdx), %rax
+	lea -1(%rax), %rdx
+	bswap %rdx
+	movzbl %dl, %edx
+	lea 1(%edx), %edx
+	movzbl %dh, %edx
+	lea (%rax,%rdx), %rax
+	mov %gs:TP_DBT_T_COUNT, %rdx
+TPL rep_w
+	lea (%rax,%rdx), %rax
+TPL rep_w2
+	mov %rax, %gs:TP_DBT_T_COUNT
+	mov %gs:TP_DBT_T_RDX, %rdx
+	mov %gs:TP_DBT_T_RAX, %rax
+TPL rep_end
+
+/* the unlinked exit (rt-abi.h: TP_DBT_STUB_*) */
+	.p2align 3
+TPL stub
+	mov %rax, %gs:TP_DBT_T_RAX
+	lea tp_dbt_tpl_stub(%rip), %rax
+	jmp *%gs:TP_DBT_T_DIRECT
+	.quad 0
+	.quad 0
+TPL stub_end
+
+/* the gate, coming back after itself; the reason is the patched imm32 */
+TPL gate
+	mov %rax, %gs:TP_DBT_T_RAX
+	movq $0x7fffffff, %gs:TP_DBT_T_ARG
+TPL gate_reason
+	lea tp_dbt_tpl_gate_end(%rip), %rax
+	jmp *%gs:TP_DBT_T_GATE
+TPL gate_end
+
+/* indirect branches: save rax (then "mov rax, <operand>" or "pop rax"), look up */
+TPL save_rax
+	mov %rax, %gs:TP_DBT_T_RAX
+TPL save_rax_end
+TPL to_ibl
+	jmp *%gs:TP_DBT_T_IBL
+TPL to_ibl_end
+
+/* after a syscall: rcx as the kernel would have left it (the program's next pc, patched) */
+TPL sysret
+	movabs $0x7fffffffffffffff, %rcx
+TPL sysret_end
+
+	.section .note.GNU-stack, "", @progbits

@@ -1,0 +1,248 @@
+/* The code-cache runtime's start and its own small libc: tracepad maps this object into
+ * the program at its execve stop and points the thread here, before the program's loader
+ * ran.  It sets up the thread's %gs block, translates the first block and enters it. */
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <asm/prctl.h>
+
+#include <Zydis/Zydis.h>
+
+#include "dbt/rt-priv.h"
+#include "rt/raw.h"
+
+struct tp_dbt_rt tp_dbt;
+
+/* ---- what libZydis imports, bound here by the launcher's loader (default visibility:
+ * they are looked up in this object's dynamic symbols) ---- */
+#define TP_DBT_EXPORT __attribute__((visibility("default")))
+
+TP_DBT_EXPORT void *memcpy(void *d, const void *s, size_t n)
+{
+	void *ret = d;
+
+	__asm__ volatile("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
+	return ret;
+}
+
+TP_DBT_EXPORT void *memset(void *d, int c, size_t n)
+{
+	void *ret = d;
+
+	__asm__ volatile("rep stosb" : "+D"(d), "+c"(n) : "a"(c) : "memory");
+	return ret;
+}
+
+TP_DBT_EXPORT int memcmp(const void *a, const void *b, size_t n)
+{
+	const unsigned char *x = a, *y = b;
+
+	for (; n; n--, x++, y++)
+		if (*x != *y)
+			return *x - *y;
+	return 0;
+}
+
+TP_DBT_EXPORT size_t strlen(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n])
+		n++;
+	return n;
+}
+
+TP_DBT_EXPORT void __assert_fail(const char *expr, const char *file, unsigned line, const char *fn)
+{
+	tp_dbt_fail("libZydis: assertion failed", line);
+	tp_raw2(SYS_kill, tp_raw0(SYS_getpid), 6);
+	for (;;)
+		tp_raw1(SYS_exit_group, 134);
+}
+
+TP_DBT_EXPORT void __stack_chk_fail(void)
+{
+	__assert_fail("stack smashed", "", 0, "");
+}
+
+/* ---- the decoder's entry points, forwarded to the privately loaded libZydis ---- */
+#define ZY(i, type) ((type)(uintptr_t)tp_dbt.boot->zydis[i])
+
+ZyanStatus ZydisDecoderInit(ZydisDecoder *d, ZydisMachineMode m, ZydisStackWidth w)
+{
+	return ZY(TP_DBT_ZY_DECODER_INIT,
+		  ZyanStatus(*)(ZydisDecoder *, ZydisMachineMode, ZydisStackWidth))(d, m, w);
+}
+
+ZyanStatus ZydisDecoderDecodeFull(const ZydisDecoder *d, const void *buf, ZyanUSize len,
+				  ZydisDecodedInstruction *insn,
+				  ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT])
+{
+	return ZY(TP_DBT_ZY_DECODE_FULL,
+		  ZyanStatus(*)(const ZydisDecoder *, const void *, ZyanUSize,
+				ZydisDecodedInstruction *, ZydisDecodedOperand *))(d, buf, len,
+										   insn, ops);
+}
+
+ZyanStatus ZydisCalcAbsoluteAddress(const ZydisDecodedInstruction *insn,
+				    const ZydisDecodedOperand *op, ZyanU64 addr, ZyanU64 *out)
+{
+	return ZY(TP_DBT_ZY_CALC_ABS,
+		  ZyanStatus(*)(const ZydisDecodedInstruction *, const ZydisDecodedOperand *,
+				ZyanU64, ZyanU64 *))(insn, op, addr, out);
+}
+
+const char *ZydisMnemonicGetString(ZydisMnemonic m)
+{
+	return ZY(TP_DBT_ZY_MNEMONIC_STRING, const char *(*)(ZydisMnemonic))(m);
+}
+
+/* The arch library's formatter is linked in but never called here. */
+ZyanStatus ZydisFormatterInit(ZydisFormatter *f, ZydisFormatterStyle s)
+{
+	return ZYAN_STATUS_INVALID_OPERATION;
+}
+
+ZyanStatus ZydisFormatterFormatInstruction(const ZydisFormatter *f,
+					   const ZydisDecodedInstruction *insn,
+					   const ZydisDecodedOperand *ops, ZyanU8 n, char *buf,
+					   ZyanUSize len, ZyanU64 addr, void *user)
+{
+	return ZYAN_STATUS_INVALID_OPERATION;
+}
+
+ZyanStatus ZydisEncoderEncodeInstructionAbsolute(ZydisEncoderRequest *req, void *buf,
+						 ZyanUSize *len, ZyanU64 addr)
+{
+	return ZY(TP_DBT_ZY_ENCODE_ABS, ZyanStatus(*)(ZydisEncoderRequest *, void *, ZyanUSize *,
+						      ZyanU64))(req, buf, len, addr);
+}
+
+ZyanStatus ZydisEncoderNopFill(void *buf, ZyanUSize len)
+{
+	return ZY(TP_DBT_ZY_NOP_FILL, ZyanStatus(*)(void *, ZyanUSize))(buf, len);
+}
+
+/* ---- the runtime ---- */
+
+void *tp_dbt_alloc(size_t size)
+{
+	uint64_t at = (tp_dbt.heap + 63) & ~63ull;
+
+	if (at + size > tp_dbt.heap_end || at + size < at)
+		return NULL;
+	tp_dbt.heap = at + size;
+	return (void *)(uintptr_t)at; /* the heap is fresh anonymous memory: zeroed */
+}
+
+long tp_dbt_gettid(void)
+{
+	return tp_raw0(SYS_gettid);
+}
+
+static void put_hex(char *out, size_t *at, size_t cap, uint64_t v)
+{
+	static const char digits[] = "0123456789abcdef";
+	char tmp[16];
+	int n = 0;
+
+	do {
+		tmp[n++] = digits[v & 15];
+		v >>= 4;
+	} while (v);
+	if (*at + 2 < cap) {
+		out[(*at)++] = '0';
+		out[(*at)++] = 'x';
+	}
+	while (n && *at + 1 < cap)
+		out[(*at)++] = tmp[--n];
+}
+
+void tp_dbt_fail(const char *what, uint64_t pc)
+{
+	struct tp_agent_ctl *ctl = tp_dbt.ctl;
+	size_t i = 0, cap = sizeof(ctl->error);
+
+	if (!ctl || tp_dbt.failed++)
+		return;
+	for (; what[i] && i + 1 < cap; i++)
+		ctl->error[i] = what[i];
+	if (pc && i + 4 < cap) {
+		ctl->error[i++] = ' ';
+		ctl->error[i++] = 'a';
+		ctl->error[i++] = 't';
+		ctl->error[i++] = ' ';
+		put_hex(ctl->error, &i, cap, pc);
+	}
+	ctl->error[i] = 0;
+	__atomic_or_fetch(&ctl->state, TP_AGENT_ST_ERROR, __ATOMIC_RELEASE);
+}
+
+void tp_dbt_flush(struct tp_dbt_thread *t)
+{
+	struct tp_agent_ctl *ctl = tp_dbt.ctl;
+	struct tp_agent_thread *th;
+	uint64_t n;
+
+	/* a forked child runs on in its copy of the cache, uncounted as by the other engines */
+	if (!ctl || tp_raw0(SYS_getpid) != tp_dbt.pid)
+		return;
+	n = (t->paused ? t->paused_at : t->count) - t->flushed;
+	t->flushed += n;
+	th = (void *)((char *)ctl + ctl->threads_off);
+	th[0].tid = tp_dbt.pid;
+	__atomic_add_fetch(&th[0].count, n, __ATOMIC_RELEASE);
+	if (!ctl->nthreads)
+		ctl->nthreads = 1;
+}
+
+static struct tp_dbt_thread *thread_new(void)
+{
+	struct tp_dbt_thread *t = tp_dbt_alloc(sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->self = (uint64_t)(uintptr_t)t;
+	t->direct = (uint64_t)(uintptr_t)&tp_dbt_rt_direct;
+	t->ibl = (uint64_t)(uintptr_t)&tp_dbt_rt_ibl;
+	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
+	return t;
+}
+
+static int boot_ok(const struct tp_dbt_boot *b)
+{
+	if (b->magic != TP_DBT_BOOT_MAGIC)
+		return 0;
+	for (int i = 0; i < TP_DBT_ZY_COUNT; i++)
+		if (!b->zydis[i])
+			return 0;
+	return 1;
+}
+
+TP_DBT_EXPORT __attribute__((noreturn)) void tp_dbt_rt_main(struct tp_dbt_boot *b)
+{
+	struct tp_dbt_thread *t;
+	uint64_t first;
+
+	if (!boot_ok(b))
+		tp_raw1(SYS_exit_group, 127);
+	tp_dbt.boot = b;
+	tp_dbt.ctl = (struct tp_agent_ctl *)(uintptr_t)b->ctl;
+	tp_dbt.pid = b->pid;
+	tp_dbt.fs = b->regs.fs_base;
+	tp_dbt.heap = (uint64_t)(uintptr_t)(b + 1);
+	tp_dbt.heap_end = b->heap_end;
+	t = thread_new();
+	if (!t || tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t) || tp_dbt_cache_init()) {
+		tp_dbt_fail("the code cache could not start", 0);
+		tp_raw1(SYS_exit_group, 127);
+	}
+	tp_dbt.main = t;
+	if (tp_dbt.ctl)
+		__atomic_or_fetch(&tp_dbt.ctl->state, TP_AGENT_ST_ACTIVE, __ATOMIC_RELEASE);
+	first = tp_dbt_dispatch_indirect(b->regs.rip, NULL);
+	if (!first)
+		tp_raw1(SYS_exit_group, 127);
+	tp_dbt_rt_enter(&b->regs, first);
+	__builtin_unreachable();
+}

@@ -1,0 +1,109 @@
+/* Shared by the files of the code-cache runtime (rt-*.c), which runs inside the program
+ * with nothing of it: no libc, raw system calls, memory from its own heap. */
+#ifndef TP_DBT_RT_PRIV_H
+#define TP_DBT_RT_PRIV_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/agent-abi.h"
+#include "dbt/rt-abi.h"
+
+#define TP_DBT_HIDDEN __attribute__((visibility("hidden")))
+
+/* The registers ENTER_C saved (rt-entry.S), lowest address first. */
+struct tp_dbt_frame {
+	uint64_t r15, r14, r13, r12, r11, r10, r9, r8, rdi, rsi, rbp, rbx, rdx, rcx, rax;
+	uint64_t rflags;
+};
+
+/* The scratch slots of a thread as a signal found them (rt-signal.c). */
+struct tp_dbt_saved {
+	uint64_t uc, rax, rcx0, rdx, next, arg, count;
+};
+#define TP_DBT_SAVES 32
+
+/* The per-thread block behind %gs: the fixed part of rt-abi.h, then the runtime's own. */
+struct tp_dbt_thread {
+	uint64_t rax, rcx0, count, next, rsvd[2], arg, direct, ibl, gate, table, rdx, self;
+	uint64_t pad[TP_DBT_T_SIZE / 8 - 13];
+	uint64_t paused_at;   /* count at the agent's first int3, while paused */
+	uint64_t flushed;     /* part of count already added to the control block */
+	uint64_t vfork_count; /* count when a vfork child started sharing this block */
+	int paused, vfork_pending;
+	int nsave;
+	struct tp_dbt_saved save[TP_DBT_SAVES];
+	/* in the runtime's C code, which a handler must not re-enter: signals are deferred */
+	int in_c;
+	int npending;
+	siginfo_t pending;
+};
+
+/* The process-wide state of the runtime. */
+struct tp_dbt_rt {
+	struct tp_dbt_boot *boot;
+	struct tp_agent_ctl *ctl;
+	uint64_t heap, heap_end;
+	int pid;
+	int failed;
+	uint64_t fs; /* the program's %fs base (arch_prctl through the gate) */
+	struct tp_dbt_thread *main;
+};
+extern struct tp_dbt_rt tp_dbt TP_DBT_HIDDEN;
+
+/* rt-main.c */
+void *tp_dbt_alloc(size_t size) TP_DBT_HIDDEN; /* zeroed, 64-aligned, never freed; NULL */
+/* Record why the run cannot go on correctly (the first reason only) for tracepad. */
+void tp_dbt_fail(const char *what, uint64_t pc) TP_DBT_HIDDEN;
+/* Add the calling thread's count to the control block (what was not added before). */
+void tp_dbt_flush(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+long tp_dbt_gettid(void) TP_DBT_HIDDEN;
+
+/* rt-cache.c */
+int tp_dbt_cache_init(void) TP_DBT_HIDDEN;
+/* The cache address of the block at program address @pc, translated now if needed; 0
+ * after tp_dbt_fail(). */
+uint64_t tp_dbt_lookup(uint64_t pc) TP_DBT_HIDDEN;
+uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
+uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
+
+/* Translate @pc now if needed (any %fs); 0 after tp_dbt_fail(). */
+uint64_t tp_dbt_translate(uint64_t pc) TP_DBT_HIDDEN;
+/* Forget the translations of program code in [@start, @end). */
+void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
+/* Is @pc in the cache or the runtime's own code? */
+int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
+
+/* rt-signal.c */
+struct tp_ksigaction;
+long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
+		      long size) TP_DBT_HIDDEN;
+uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;
+/* Around the runtime's C code: a signal deferred meanwhile is sent again at the end. */
+static inline void tp_dbt_c_enter(struct tp_dbt_thread *t)
+{
+	__atomic_store_n(&t->in_c, 1, __ATOMIC_SEQ_CST);
+}
+void tp_dbt_c_leave(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+
+/* rt-gate.c */
+uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
+
+/* rt-entry.S */
+void tp_dbt_rt_enter(const struct tp_dbt_regs *r, uint64_t cache_pc) TP_DBT_HIDDEN;
+void tp_dbt_rt_direct(void) TP_DBT_HIDDEN;
+void tp_dbt_rt_ibl(void) TP_DBT_HIDDEN;
+void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
+void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
+__attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp) TP_DBT_HIDDEN;
+
+static inline struct tp_dbt_thread *tp_dbt_self(void)
+{
+	struct tp_dbt_thread *t;
+
+	__asm__("mov %%gs:%c1, %0" : "=r"(t) : "i"(TP_DBT_T_SELF));
+	return t;
+}
+
+#endif

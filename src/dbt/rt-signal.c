@@ -1,0 +1,156 @@
+/* Signals under the code cache: the program's handlers run in the cache.  The kernel enters
+ * a runtime trampoline instead of each handler; the trampoline saves the thread's scratch
+ * slots (a signal may interrupt cache code or the runtime while they are live) and goes on
+ * at the handler's translation.  rt_sigreturn puts the slots back before the kernel
+ * restores the interrupted context. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+
+#include "dbt/rt-priv.h"
+#include "rt/raw.h"
+#include "rt/rt.h"
+
+/* The program's handlers, by signal: what the kernel would call without the runtime. */
+static uint64_t handlers[65];
+
+uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
+{
+	struct tp_dbt_thread *t = tp_dbt_self();
+	int n;
+
+	if (__atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST)) {
+		/* one deferred signal a thread, as the kernel keeps one of each standard one */
+		if (!t->npending) {
+			t->pending = *si;
+			t->npending = 1;
+		}
+		return 0;
+	}
+	n = __atomic_fetch_add(&t->nsave, 1, __ATOMIC_SEQ_CST);
+	if (n < TP_DBT_SAVES) {
+		struct tp_dbt_saved *s = &t->save[n];
+
+		s->uc = (uint64_t)(uintptr_t)uc;
+		s->rax = t->rax;
+		s->rcx0 = t->rcx0;
+		s->rdx = t->rdx;
+		s->next = t->next;
+		s->arg = t->arg;
+		s->count = t->count;
+	} else {
+		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
+		tp_dbt_fail("signal handlers nested too deeply", 0);
+	}
+	return sig > 0 && sig < 65 ? handlers[sig] : 0;
+}
+
+extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[];
+extern const uint8_t tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_w[], tp_dbt_tpl_rep_w2[];
+
+/* Is @pc in a copy of the template @tpl at @at bytes from its start?  The bytes before
+ * the window are compared (no patched field is among them). */
+static int in_template(uint64_t pc, const uint8_t *tpl, const uint8_t *at, const uint8_t *cmp_end)
+{
+	uint64_t start = pc - (uint64_t)(at - tpl);
+
+	return tp_dbt_in_runtime(start) && tp_dbt_in_runtime(start + (uint64_t)(cmp_end - tpl)) &&
+	       !memcmp((const void *)(uintptr_t)start, tpl, (size_t)(cmp_end - tpl));
+}
+
+/* The count is read, added to and stored back by several instructions: a handler that
+ * interrupted them counted into the value they hold in a register, which would store
+ * over its instructions.  That register gets them. */
+static void count_fix(ucontext_t *uc, uint64_t delta)
+{
+	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	greg_t *rax = &uc->uc_mcontext.gregs[REG_RAX], *rdx = &uc->uc_mcontext.gregs[REG_RDX];
+
+	if (!delta)
+		return;
+	if (in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_w, tp_dbt_tpl_count_w) ||
+	    in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_n, tp_dbt_tpl_count_w))
+		*rax += (greg_t)delta;
+	else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w, tp_dbt_tpl_rep_w))
+		*rdx += (greg_t)delta;
+	else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w2, tp_dbt_tpl_rep_w))
+		*rax += (greg_t)delta;
+}
+
+/* rt_sigreturn with the frame at @rsp: the slots as the signal found them, and a resume
+ * address in the cache even if the handler changed it to a program address. */
+uint64_t tp_dbt_sig_return(uint64_t rsp)
+{
+	struct tp_dbt_thread *t = tp_dbt_self();
+	ucontext_t *uc = (ucontext_t *)(uintptr_t)rsp;
+	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	if (!tp_dbt_in_runtime(pc)) {
+		uint64_t to = tp_dbt_translate(pc);
+
+		if (to)
+			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)to;
+	}
+	/* frames of handlers that longjmp'd out are dropped on the way */
+	while (t->nsave > 0) {
+		struct tp_dbt_saved *s = &t->save[t->nsave - 1];
+
+		t->nsave--;
+		if (s->uc != rsp)
+			continue;
+		t->rax = s->rax;
+		t->rcx0 = s->rcx0;
+		t->rdx = s->rdx;
+		t->next = s->next;
+		t->arg = s->arg;
+		count_fix(uc, t->count - s->count);
+		break;
+	}
+	tp_dbt_c_leave(t);
+	tp_dbt_rt_sigreturn(rsp);
+	return 0;
+}
+
+/* rt_sigaction(@sig, @act, @oact, @size) on the program's behalf: handlers are recorded and
+ * the kernel is given the trampoline; the program reads back its own. */
+long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
+		      long size)
+{
+	struct tp_ksigaction k;
+	uint64_t prev;
+	long ret;
+
+	if (sig <= 0 || sig >= 65)
+		return tp_raw4(SYS_rt_sigaction, sig, act, oact, size);
+	prev = handlers[sig];
+	if (act) {
+		k = *act;
+		if ((uint64_t)(uintptr_t)k.handler > 1) {
+			handlers[sig] = (uint64_t)(uintptr_t)k.handler;
+			k.handler = (void *)&tp_dbt_rt_sigtramp;
+		}
+	}
+	ret = tp_raw4(SYS_rt_sigaction, sig, act ? &k : NULL, oact, size);
+	if (ret) {
+		handlers[sig] = prev;
+		return ret;
+	}
+	if (oact && oact->handler == (void *)&tp_dbt_rt_sigtramp)
+		oact->handler = (void *)(uintptr_t)prev;
+	return 0;
+}
+
+void tp_dbt_c_leave(struct tp_dbt_thread *t)
+{
+	siginfo_t si;
+
+	__atomic_store_n(&t->in_c, 0, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&t->npending, __ATOMIC_SEQ_CST))
+		return;
+	si = t->pending;
+	t->npending = 0;
+	/* delivered as this call returns, with its siginfo */
+	tp_raw4(SYS_rt_tgsigqueueinfo, tp_dbt.pid, tp_dbt_gettid(), si.si_signo, &si);
+}
