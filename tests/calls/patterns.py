@@ -8,7 +8,7 @@ import re
 from tpcalls import TRACEPAD, calls, check, done, one_line_error, run, target
 
 lazy = target("calls-lazy")
-WARN = re.compile(r"^tracepad: warning: pattern '(.*)' matched no function$")
+WARN = re.compile(r"^tracepad calls: warning: pattern '(.*)' matched no function$")
 
 
 def warned(r):
