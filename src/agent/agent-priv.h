@@ -18,6 +18,7 @@
 
 /* Per-thread state, reached through initial-exec TLS without a lock. */
 struct tp_tstate {
+	uint32_t gen;		      /* tp_ag.gen when this state was made (see tp_tstate()) */
 	struct tp_agent_thread *slot; /* NULL before the first count, or when slots ran out */
 	uint8_t init;		      /* this thread was seen by the agent */
 	uint8_t counting;	      /* its instructions are counted (its TF is set) */
@@ -67,10 +68,41 @@ struct tp_agent {
 	int nbps;
 	struct tp_trace_shm shm; /* with --trace: the rings */
 	int tracing;
+	/* Attach sessions (attach.c): each one a new generation of per-thread state, and a
+	 * count of threads inside code that uses the control block, which tracepad waits to
+	 * see at 0 before the block is unmapped. */
+	uint32_t gen;
+	int busy;
 };
 
 extern struct tp_agent tp_ag TP_HIDDEN;
 extern __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's state, started afresh in each attach session (the threads of an
+ * earlier one still hold its slots and flags). */
+static inline struct tp_tstate *tp_tstate(void)
+{
+	struct tp_tstate *ts = &tp_ts;
+
+	if (ts->gen != tp_ag.gen) {
+		__builtin_memset(ts, 0, sizeof(*ts));
+		ts->gen = tp_ag.gen;
+	}
+	return ts;
+}
+
+/* Around code that uses the control block: 0 when the agent is disabled (do nothing then);
+ * tp_agent_busy_exit() after either answer. */
+static inline int tp_agent_busy_enter(void)
+{
+	__atomic_add_fetch(&tp_ag.busy, 1, __ATOMIC_SEQ_CST);
+	return !__atomic_load_n(&tp_ag.disabled, __ATOMIC_SEQ_CST) && tp_ag.ctl;
+}
+
+static inline void tp_agent_busy_exit(void)
+{
+	__atomic_sub_fetch(&tp_ag.busy, 1, __ATOMIC_RELEASE);
+}
 
 /* entry.S */
 void tracepad_step_begin(void);
@@ -80,6 +112,11 @@ void tp_agent_sync2(void) TP_HIDDEN;
 
 /* agent.c */
 int tp_agent_gettid(void) TP_HIDDEN;
+/* Map the control block of memfd @fd (closed once mapped): 0, -1 (not ours, @fd left open)
+ * or -2 (mapped, but an offset or count is wrong). */
+int tp_agent_ctl_map(int fd) TP_HIDDEN;
+/* Record the agent's own text range in tp_ag and the control block. */
+void tp_agent_find_text(void) TP_HIDDEN;
 void tp_agent_fail(const char *msg) TP_HIDDEN;
 struct tp_agent_thread *tp_agent_slot(void) TP_HIDDEN;
 void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;
@@ -87,6 +124,10 @@ void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;
 /* stepper.c */
 /* Register the stepper with the SIGTRAP dispatcher and take SIGTRAP (rt's owner mode). */
 int tp_stepper_install(void) TP_HIDDEN;
+/* An attach session begins: forget what the code may have become since the last one. */
+void tp_stepper_reset(void) TP_HIDDEN;
+/* It ends, with no thread inside the stepper: let its memory go. */
+void tp_stepper_release(void) TP_HIDDEN;
 /* What the signal virtualisation asks the stepper (tp_rt_wrap_init, tp_rt_sig_init). */
 extern const struct tp_rt_sig_host tp_stepper_sig_host TP_HIDDEN;
 int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind) TP_HIDDEN;
