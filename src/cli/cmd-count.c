@@ -6,7 +6,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -32,11 +34,32 @@ static const char usage_text[] =
     "  -o FILE         write the report to FILE instead of stderr\n"
     "  --trace DIR     also record the results as events of a CTF trace in DIR\n"
     "  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
-    "  -p PID          count a running process (ptrace engine) until it exits or Ctrl-C\n"
+    "  -p PID          count a running process until it exits, Ctrl-C or --duration (ptrace\n"
+    "                  by default; trapflag injects the agent into it)\n"
+    "  --duration S    with -p: stop counting and detach after S seconds\n"
     "  -h, --help      show this help\n"
     "\n"
     "Without --start, the whole program is counted, or only the regions between\n"
     "tp_step_begin() and tp_step_end() when the program uses <tracepad/step.h>.\n";
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	tp_cli_interrupted = 1;
+}
+
+/* --duration: the engines stop at it as at Ctrl-C. */
+static void arm_duration(double seconds)
+{
+	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: waits return EINTR */
+	struct itimerval it = {0};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	it.it_value.tv_sec = (time_t)seconds;
+	it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
 
 /* The progress line on the terminal. */
 static void show_progress(uint64_t total, double per_second, bool end)
@@ -51,11 +74,17 @@ static void show_progress(uint64_t total, double per_second, bool end)
 int cmd_count(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"engine", required_argument, NULL, 'E'}, {"start", required_argument, NULL, 'S'},
-	    {"stop", required_argument, NULL, 'T'},   {"by", required_argument, NULL, 'B'},
-	    {"top", required_argument, NULL, 'N'},    {"json", no_argument, NULL, 'J'},
-	    {"no-startup", no_argument, NULL, 'U'},   {"help", no_argument, NULL, 'h'},
-	    {"trace", required_argument, NULL, 'D'},  {NULL, 0, NULL, 0},
+	    {"engine", required_argument, NULL, 'E'},
+	    {"start", required_argument, NULL, 'S'},
+	    {"stop", required_argument, NULL, 'T'},
+	    {"by", required_argument, NULL, 'B'},
+	    {"top", required_argument, NULL, 'N'},
+	    {"json", no_argument, NULL, 'J'},
+	    {"no-startup", no_argument, NULL, 'U'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"trace", required_argument, NULL, 'D'},
+	    {"duration", required_argument, NULL, 'R'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct tp_count_opts o = {.top = -1};
 	static struct tp_count_result res; /* large: the mnemonic counts */
@@ -63,6 +92,7 @@ int cmd_count(int argc, char **argv)
 	char path[PATH_MAX];
 	struct tp_trace_writer *tw = NULL;
 	FILE *out = stderr;
+	double duration = 0;
 	int opt, err, status;
 	char *end;
 
@@ -118,6 +148,10 @@ int cmd_count(int argc, char **argv)
 			if (tp_cli_parse_pid("count", optarg, &o.pid))
 				return 2;
 			break;
+		case 'R':
+			if (tp_cli_parse_duration("count", optarg, &duration))
+				return 2;
+			break;
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
@@ -132,9 +166,8 @@ int cmd_count(int argc, char **argv)
 					    : "no program to count (tracepad count -- PROGRAM)");
 		return 2;
 	}
-	if (o.pid && o.engine == TP_COUNT_ENGINE_TRAPFLAG) {
-		tp_cli_error("count", "-p: the trapflag engine cannot attach yet; use --engine "
-				      "ptrace");
+	if (duration > 0 && !o.pid) {
+		tp_cli_error("count", "--duration goes with -p");
 		return 2;
 	}
 	if (o.engine == TP_COUNT_ENGINE_DEFAULT)
@@ -146,7 +179,7 @@ int cmd_count(int argc, char **argv)
 		tp_cli_error("count", "%s", c.error);
 		goto done;
 	}
-	if (!o.pid) {
+	if (!o.pid || o.engine == TP_COUNT_ENGINE_TRAPFLAG) {
 		o.agent = tp_cli_agent_path();
 		if (tp_count_ctl_new(&c)) {
 			tp_cli_error("count", "%s", c.error);
@@ -164,6 +197,8 @@ int cmd_count(int argc, char **argv)
 	}
 	tp_cli_catch_signals(o.pid != 0);
 	c.stop = &tp_cli_interrupted;
+	if (duration > 0)
+		arm_duration(duration);
 	if (isatty(STDERR_FILENO) && !getenv("CI"))
 		c.progress = show_progress;
 	err = tp_count_run(&c);
