@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 
 #include "arch/arch.h"
@@ -17,18 +18,86 @@
 /* The page that holds the strings of the calls: path, then symbol. */
 #define SCRATCH_SIZE 4096
 #define SCRATCH_SYM 3072 /* offset of the symbol name; paths are shorter */
+/* Signals of a thread's own queue looked at for its step trap (a trap comes first). */
+#define PEEK_MAX 8
+
+/* Is the first SIGTRAP queued for @tid the trap of a TF step (it stopped just as it
+ * trapped)?  PTRACE_PEEKSIGINFO reads the thread's queue without taking from it. */
+static bool step_trap_queued(pid_t tid)
+{
+	struct __ptrace_peeksiginfo_args a = {.off = 0, .flags = 0, .nr = PEEK_MAX};
+	siginfo_t si[PEEK_MAX];
+	long n;
+
+	if (!tp_proc_sig_pending(tid, SIGTRAP))
+		return false;
+	n = ptrace(PTRACE_PEEKSIGINFO, tid, &a, si);
+	for (long i = 0; i < n; i++)
+		if (si[i].si_signo == SIGTRAP)
+			return si[i].si_code == TRAP_TRACE || si[i].si_code == TRAP_BRKPT;
+	return false;
+}
+
+/* Let stopped task @tid (TF cleared) dequeue the step trap queued for it, undelivered:
+ * the call would meet it as a fault of the function. */
+static int take_step_trap(struct tp_proc *p, pid_t tid)
+{
+	struct tp_task *t;
+	struct tp_event ev;
+	int r;
+
+	if (!step_trap_queued(tid))
+		return 0;
+	r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
+	while (!r) {
+		r = tp_proc_inject_wait(p, &ev);
+		if (r)
+			break;
+		if (ev.tid != tid) {
+			r = tp_proc_inject_defer(p, &ev);
+			continue;
+		}
+		if (ev.kind == TP_EV_EXIT || ev.kind == TP_EV_EXITED) {
+			tp_proc_inject_defer(p, &ev);
+			r = -ESRCH;
+			break;
+		}
+		if (ev.kind != TP_EV_SIGNAL) {
+			r = -EIO;
+			break;
+		}
+		if (ev.sig == SIGTRAP) {
+			t = tp_proc_task_find(p, tid);
+			if (t)
+				t->pending_sig = 0;
+			break;
+		}
+		/* another signal came first: it stays queued for the program */
+		r = tp_proc_inject_defer(p, &ev);
+		if (!r)
+			r = -EAGAIN;
+		break;
+	}
+	tp_proc_inject_flush(p);
+	return r;
+}
 
 int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			 const uint64_t args[6], bool others_run, uint64_t *ret)
 {
 	const uint8_t int3 = TP_ARCH_INT3;
 	struct tp_task *t = tp_proc_task_find(p, tid);
+	bool was_held;
 	uint64_t at;
 	uint8_t orig;
 	int r, r2;
 
 	if (!t)
 		return -ESRCH;
+	was_held = t->held;
+	r = take_step_trap(p, tid);
+	if (r)
+		return r;
 	r = tp_proc_auxv(pid, AT_ENTRY, &at);
 	if (r)
 		return r;
@@ -39,14 +108,15 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 		return r;
 	if (others_run) {
 		/* @tid stays stopped for the call to set its registers */
-		bool held = t->held;
-
 		t->held = false;
 		r = tp_proc_resume_all(p);
-		t->held = held;
 	}
 	if (!r)
 		r = tp_proc_inject_call(p, pid, tid, fn, args, at, NULL, NULL, ret);
+	/* Back as it was: a task held by an attach or stop_all is resumed by resume_all. */
+	t = tp_proc_task_find(p, tid);
+	if (t && t->state == TP_TASK_STOPPED && !tp_proc_queued(p, tid))
+		t->held = was_held;
 	if (others_run) {
 		r2 = tp_proc_stop_all(p, 0);
 		if (!r && r2 != -ECHILD)
