@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "arch/arch.h"
+#include "base/procfs.h"
 #include "count/count-priv.h"
 #include "elf/symbols.h"
 #include "proc/inject.h"
@@ -161,24 +162,30 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 /* ---- -p PID: the agent injected into a running process ---- */
 
 /* The task to run the loader in: one blocked in a system call other than futex (it holds no
- * lock of the program's in all likelihood), else the leader.  Threads stopped inside the
- * loader or malloc would make the injected dlopen wait for themselves. */
+ * lock of the program's in all likelihood), the leader first, else the leader.  Threads
+ * stopped inside the loader or malloc would make the injected dlopen wait for themselves;
+ * and the leader allocates from the main arena, where another thread's first allocation
+ * may make glibc map an arena for it. */
 static pid_t pick_task(struct tp_proc *p, pid_t pid)
 {
 	pid_t tids[TASKS_MAX];
 	int n = tp_proc_tasks(p, tids, TASKS_MAX);
-	pid_t best = n > 0 ? tids[0] : pid;
+	pid_t best = n > 0 ? tids[0] : pid, blocked = 0;
 
 	for (int i = 0; i < n && i < TASKS_MAX; i++) {
 		struct user_regs_struct regs;
 
 		if (tids[i] == pid)
 			best = pid;
-		if (!tp_proc_get_regs(tids[i], &regs) && (int64_t)regs.orig_rax >= 0 &&
-		    regs.orig_rax != SYS_futex)
-			return tids[i];
+		if (tp_proc_get_regs(tids[i], &regs) || (int64_t)regs.orig_rax < 0 ||
+		    regs.orig_rax == SYS_futex)
+			continue;
+		if (tids[i] == pid)
+			return pid;
+		if (!blocked)
+			blocked = tids[i];
 	}
-	return best;
+	return blocked ? blocked : best;
 }
 
 /* Set (@on) or clear TF in every stopped task; a task that blocks SIGTRAP gets it unblocked,
@@ -229,9 +236,9 @@ static int find_loader(struct tp_count_ctx *c, struct tp_proc_dl *dl)
 }
 
 /* Load the agent, hand it the control block, give every thread TF. */
-static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t *detach_pc)
+static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, char *agent, uint64_t *detach_pc)
 {
-	char agent[PATH_MAX], msg[256];
+	char msg[256];
 	struct tp_proc_dl dl;
 	uint64_t handle = 0, entry = 0, ret = 0, args[6] = {0};
 	pid_t tid;
@@ -287,15 +294,33 @@ static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t *det
 	return set_tf_all(p, true);
 }
 
+struct agent_where {
+	uint64_t pc;
+	const char *path;
+};
+
+static int is_agent_text(void *arg, const struct tp_maps_ent *e)
+{
+	const struct agent_where *w = arg;
+
+	return w->pc >= e->start && w->pc < e->end && tp_maps_exec(e) &&
+	       e->path_len == strlen(w->path) && !memcmp(e->path, w->path, e->path_len);
+}
+
 /* Disable the agent: once no thread is inside its handlers, it unmaps the control block;
  * then TF goes from every thread.  @p has every task stopped. */
-static int agent_detach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t detach_pc)
+static int agent_detach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t detach_pc,
+			const char *agent)
 {
+	struct agent_where where = {detach_pc, agent};
 	const uint64_t none[6] = {0};
 	pid_t tid = pick_task(p, c->pid);
 	uint64_t busy = 0;
 	int err;
 
+	/* after an execve, the agent and its TF are gone with the old image */
+	if (tp_maps_foreach(c->pid, is_agent_text, &where) != 1)
+		return 0;
 	/* first, so that the injected call is not stepped */
 	err = set_tf_all(p, false);
 	for (int round = 0; !err && round < DETACH_ROUNDS; round++) {
@@ -341,6 +366,7 @@ static bool wait_counted(struct tp_count_ctx *c)
 int tp_count_attach_trapflag(struct tp_count_ctx *c)
 {
 	struct tp_count_result *r = c->r;
+	char agent[PATH_MAX];
 	uint64_t detach_pc = 0;
 	struct tp_proc *p;
 	double t0;
@@ -350,7 +376,7 @@ int tp_count_attach_trapflag(struct tp_count_ctx *c)
 	err = tp_proc_attach(c->pid, 0, &p);
 	if (err)
 		return err;
-	err = agent_attach(c, p, &detach_pc);
+	err = agent_attach(c, p, agent, &detach_pc);
 	if (err) {
 		/* the agent, if loaded, never counted: nothing of it runs */
 		set_tf_all(p, false);
@@ -370,7 +396,7 @@ int tp_count_attach_trapflag(struct tp_count_ctx *c)
 	} else {
 		err = tp_proc_attach(c->pid, 0, &p);
 		if (!err) {
-			err = agent_detach(c, p, detach_pc);
+			err = agent_detach(c, p, detach_pc, agent);
 			int e2 = tp_proc_detach(p);
 
 			err = err ? err : e2;
