@@ -29,6 +29,7 @@ struct tp_tstate {
 	uint64_t region_ret, region_sp;
 	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
 	uint8_t prod_state; /* 0: no ring yet, 1: prod is this thread's ring, 2: none to be had */
+	uint16_t polls;	    /* traps since tracepad was last looked for (attach) */
 	struct tp_trace_producer prod;
 };
 
@@ -73,6 +74,8 @@ struct tp_agent {
 	 * see at 0 before the block is unmapped. */
 	uint32_t gen;
 	int busy;
+	int tracer;   /* attach: tracepad's pid, looked at now and then (tp_agent_tracer_gone) */
+	int orphaned; /* disabled by itself: tracepad died without detaching */
 };
 
 extern struct tp_agent tp_ag TP_HIDDEN;
@@ -109,6 +112,11 @@ void tracepad_step_begin(void);
 void tracepad_step_end(void);
 void tp_agent_sync(void) TP_HIDDEN;
 void tp_agent_sync2(void) TP_HIDDEN;
+
+/* attach.c */
+/* Every so many traps of a thread: is the tracepad that attached the agent gone (killed
+ * without detaching)?  Then the agent disables itself and the thread must drop TF. */
+int tp_agent_tracer_gone(struct tp_tstate *ts) TP_HIDDEN;
 
 /* agent.c */
 int tp_agent_gettid(void) TP_HIDDEN;

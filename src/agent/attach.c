@@ -2,10 +2,14 @@
  * dlopen, then calls tracepad_agent_attach() in one stopped thread to hand it the control
  * block, and tracepad_agent_detach() before it lets go.  Both run with every other thread
  * stopped by ptrace, on the thread's stack below its red zone; tracepad sets and clears TF. */
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
+
+/* Traps between two looks for tracepad: a kill(0) syscall every 16384 steps of a thread. */
+#define TRACER_POLL_MASK 0x3fff
 
 int tracepad_agent_attach(int tracer, int fd);
 int tracepad_agent_detach(void);
@@ -45,6 +49,19 @@ static void ctl_unmap(void)
 	tp_ag.addrs = NULL;
 }
 
+/* The agent disables itself when its tracepad died without detaching (in-process engines
+ * stop when their control channel goes): threads drop TF at their next trap; the block
+ * stays until a new session. */
+static int orphan_if_tracer_dead(void)
+{
+	if (!tp_ag.tracer || tp_raw2(SYS_kill, tp_ag.tracer, 0) != -ESRCH)
+		return 0;
+	tp_ag.orphaned = 1;
+	tp_ag.active = 0;
+	__atomic_store_n(&tp_ag.disabled, 1, __ATOMIC_SEQ_CST);
+	return 1;
+}
+
 /* Take the control block that tracepad (pid @tracer) holds open as fd @fd, and get ready to
  * count: every thread tracepad then gives TF counts from its next trap on.  Returns 0, or
  * -1 when the control block cannot be had, -2 when it is refused (see ctl->error), -3 when
@@ -55,6 +72,15 @@ __attribute__((visibility("default"))) int tracepad_agent_attach(int tracer, int
 	char path[48];
 	long myfd;
 
+	if (tp_ag.ctl && !tp_ag.orphaned)
+		orphan_if_tracer_dead();
+	/* After a tracepad that died: the old block goes once no thread uses it (those that
+	 * come now see the agent disabled and leave it alone). */
+	if (tp_ag.ctl && tp_ag.orphaned && !__atomic_load_n(&tp_ag.busy, __ATOMIC_SEQ_CST)) {
+		tp_rt_sig_fini();
+		ctl_unmap();
+		tp_ag.orphaned = 0;
+	}
 	if (tp_ag.ctl)
 		return -3;
 	if (tracer <= 0 || fd < 0)
@@ -74,6 +100,7 @@ __attribute__((visibility("default"))) int tracepad_agent_attach(int tracer, int
 		return -1;
 	}
 	ctl = tp_ag.ctl;
+	tp_ag.tracer = tracer;
 	/* Threads keep their state of an earlier session in TLS: a new generation resets it
 	 * at each thread's next trap. */
 	__atomic_add_fetch(&tp_ag.gen, 1, __ATOMIC_SEQ_CST);
@@ -112,6 +139,13 @@ err:
 	return -2;
 }
 
+int tp_agent_tracer_gone(struct tp_tstate *ts)
+{
+	if (!tp_ag.tracer || (++ts->polls & TRACER_POLL_MASK))
+		return 0;
+	return orphan_if_tracer_dead();
+}
+
 /* End the session: from now on every trap only clears TF.  Returns the number of threads
  * still inside code that uses the control block (tracepad lets them run a moment and
  * asks again), or 0 once it is unmapped and the program's signal handlers are back with
@@ -123,6 +157,7 @@ __attribute__((visibility("default"))) int tracepad_agent_detach(void)
 
 	__atomic_store_n(&tp_ag.disabled, 1, __ATOMIC_SEQ_CST);
 	tp_ag.active = 0;
+	tp_ag.tracer = 0;
 	if (!tp_ag.ctl)
 		return 0;
 	busy = __atomic_load_n(&tp_ag.busy, __ATOMIC_SEQ_CST);

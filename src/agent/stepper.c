@@ -496,7 +496,7 @@ static int trap_busy(siginfo_t *si, ucontext_t *uc, int live)
 	if (si->si_code == TRAP_TRACE || (si->si_code == TRAP_BRKPT && step_without_bs(si, g))) {
 		if (!(g[REG_EFL] & TP_EFLAGS_TF))
 			return 1; /* the trap after an instruction that cleared TF */
-		if (!live) {
+		if (!live || tp_agent_tracer_gone(tp_tstate())) {
 			g[REG_EFL] &= ~TP_EFLAGS_TF;
 			return 1;
 		}
