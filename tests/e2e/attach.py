@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
 """e2e: `tracepad count --engine trapflag -p PID` injects the agent into a running program.
+A tracepad killed while counting leaves the agent to disable itself; a new session works.
 spin (one thread) and attach4 (4 threads checking their own work, malloc, a signal handler)
 are counted (> 0 instructions, every thread), go on running and pass their own checks; their
 code is byte-identical after detach (/proc/PID/mem), and the only mappings left are the
@@ -235,6 +236,26 @@ if c.ok(ap is not None, "attach4 started"):
         elif stable(m) != stable(first_maps):
             drift.append((i, sorted(set(stable(m)) ^ set(stable(first_maps)))))
     c.eq(failures, [], "attach4: %d cycles, each counted > 0 in its 4 threads" % CYCLES)
+    # tracepad killed while the agent counts: the agent disables itself once it sees
+    # tracepad gone, and a new session then takes over (until then it is refused).
+    if rounds is not None and ap.poll() is None:
+        tp = subprocess.Popen([TRACEPAD, "count", "--engine", "trapflag", "-p", str(pid)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        killed = wait_for(lambda: counting(pid), tp)
+        tp.kill()
+        tp.communicate()
+        c.ok(killed, "SIGKILL: tracepad killed while the agent counted")
+        attempts = []
+        for _ in range(300):
+            rc, err, rep = count_p(pid, 0.1)
+            attempts.append((rc, err.strip()[-120:]))
+            if rc == 0 or "under way" not in err:
+                break
+            time.sleep(0.05)
+        c.eq(attempts[-1][0], 0, "SIGKILL: a new session once the agent let go",
+             attempts[-3:])
+        c.ok(isinstance(rep, dict) and rep.get("instructions", 0) >= 0,
+             "SIGKILL: the new session's report", rep)
     if ap.poll() is None:
         m1 = maps(pid)
         c.eq(text(pid, m0), t0, "attach4: code byte-identical after %d cycles" % CYCLES)
