@@ -38,6 +38,36 @@ static bool step_trap_queued(pid_t tid)
 	return false;
 }
 
+static bool is_step_trap(const struct tp_event *ev)
+{
+	return ev->kind == TP_EV_SIGNAL && ev->sig == SIGTRAP &&
+	       (ev->si.si_code == TRAP_TRACE || ev->si.si_code == TRAP_BRKPT);
+}
+
+/* A step trap of @tid that a stop_all() took and queued as a signal stop: dropped, not
+ * delivered (the call would see it first, as a fault). */
+static bool drop_queued_step_trap(struct tp_proc *p, pid_t tid)
+{
+	for (unsigned i = 0; i < p->qlen; i++) {
+		struct tp_event *ev = &p->queue[(p->qhead + i) % p->qcap];
+		struct tp_task *t;
+
+		if (ev->tid != tid || !is_step_trap(ev))
+			continue;
+		for (unsigned k = i; k + 1 < p->qlen; k++)
+			p->queue[(p->qhead + k) % p->qcap] = p->queue[(p->qhead + k + 1) % p->qcap];
+		p->qlen--;
+		/* stopped with nothing to report: as held as a stop_all() stop */
+		t = tp_proc_task_find(p, tid);
+		if (t) {
+			t->pending_sig = 0;
+			t->held = !tp_proc_queued(p, tid);
+		}
+		return true;
+	}
+	return false;
+}
+
 /* Let stopped task @tid (TF cleared) dequeue the step trap queued for it, undelivered:
  * the call would meet it as a fault of the function. */
 static int take_step_trap(struct tp_proc *p, pid_t tid)
@@ -94,6 +124,7 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 
 	if (!t)
 		return -ESRCH;
+	drop_queued_step_trap(p, tid);
 	was_held = t->held;
 	r = take_step_trap(p, tid);
 	if (r)
