@@ -370,7 +370,7 @@ int tp_count_attach_trapflag(struct tp_count_ctx *c)
 	uint64_t detach_pc = 0;
 	struct tp_proc *p;
 	double t0;
-	int err;
+	int err, e2;
 
 	c->ctl->mode = TP_AGENT_COUNT;
 	err = tp_proc_attach(c->pid, 0, &p);
@@ -397,8 +397,7 @@ int tp_count_attach_trapflag(struct tp_count_ctx *c)
 		err = tp_proc_attach(c->pid, 0, &p);
 		if (!err) {
 			err = agent_detach(c, p, detach_pc, agent);
-			int e2 = tp_proc_detach(p);
-
+			e2 = tp_proc_detach(p);
 			err = err ? err : e2;
 		}
 		if (err == -ESRCH)
