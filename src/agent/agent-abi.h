@@ -92,6 +92,7 @@ struct tp_agent_ctl {
 	uint32_t maps_lock;
 	uint32_t pad1;
 	char error[256];
+	uint64_t detach_pc; /* attach: tracepad_agent_detach(), which tracepad calls at the end */
 };
 
 /* Region end test shared by both engines, so they count the same instructions: a region that

@@ -18,6 +18,7 @@
 
 /* Per-thread state, reached through initial-exec TLS without a lock. */
 struct tp_tstate {
+	uint32_t gen;		      /* tp_ag.gen when this state was made (see tp_tstate()) */
 	struct tp_agent_thread *slot; /* NULL before the first count, or when slots ran out */
 	uint8_t init;		      /* this thread was seen by the agent */
 	uint8_t counting;	      /* its instructions are counted (its TF is set) */
@@ -28,6 +29,7 @@ struct tp_tstate {
 	uint64_t region_ret, region_sp;
 	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
 	uint8_t prod_state; /* 0: no ring yet, 1: prod is this thread's ring, 2: none to be had */
+	uint16_t polls;	    /* traps since tracepad was last looked for (attach) */
 	struct tp_trace_producer prod;
 };
 
@@ -67,10 +69,43 @@ struct tp_agent {
 	int nbps;
 	struct tp_trace_shm shm; /* with --trace: the rings */
 	int tracing;
+	/* Attach sessions (attach.c): each one a new generation of per-thread state, and a
+	 * count of threads inside code that uses the control block, which tracepad waits to
+	 * see at 0 before the block is unmapped. */
+	uint32_t gen;
+	int busy;
+	int tracer;   /* attach: tracepad's pid, looked at now and then (tp_agent_tracer_gone) */
+	int orphaned; /* disabled by itself: tracepad died without detaching */
 };
 
 extern struct tp_agent tp_ag TP_HIDDEN;
 extern __thread struct tp_tstate tp_ts TP_HIDDEN __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's state, started afresh in each attach session (the threads of an
+ * earlier one still hold its slots and flags). */
+static inline struct tp_tstate *tp_tstate(void)
+{
+	struct tp_tstate *ts = &tp_ts;
+
+	if (ts->gen != tp_ag.gen) {
+		__builtin_memset(ts, 0, sizeof(*ts));
+		ts->gen = tp_ag.gen;
+	}
+	return ts;
+}
+
+/* Around code that uses the control block: 0 when the agent is disabled (do nothing then);
+ * tp_agent_busy_exit() after either answer. */
+static inline int tp_agent_busy_enter(void)
+{
+	__atomic_add_fetch(&tp_ag.busy, 1, __ATOMIC_SEQ_CST);
+	return !__atomic_load_n(&tp_ag.disabled, __ATOMIC_SEQ_CST) && tp_ag.ctl;
+}
+
+static inline void tp_agent_busy_exit(void)
+{
+	__atomic_sub_fetch(&tp_ag.busy, 1, __ATOMIC_RELEASE);
+}
 
 /* entry.S */
 void tracepad_step_begin(void);
@@ -78,8 +113,18 @@ void tracepad_step_end(void);
 void tp_agent_sync(void) TP_HIDDEN;
 void tp_agent_sync2(void) TP_HIDDEN;
 
+/* attach.c */
+/* Every so many traps of a thread: is the tracepad that attached the agent gone (killed
+ * without detaching)?  Then the agent disables itself and the thread must drop TF. */
+int tp_agent_tracer_gone(struct tp_tstate *ts) TP_HIDDEN;
+
 /* agent.c */
 int tp_agent_gettid(void) TP_HIDDEN;
+/* Map the control block of memfd @fd (closed once mapped): 0, -1 (not ours, @fd left open)
+ * or -2 (mapped, but an offset or count is wrong). */
+int tp_agent_ctl_map(int fd) TP_HIDDEN;
+/* Record the agent's own text range in tp_ag and the control block. */
+void tp_agent_find_text(void) TP_HIDDEN;
 void tp_agent_fail(const char *msg) TP_HIDDEN;
 struct tp_agent_thread *tp_agent_slot(void) TP_HIDDEN;
 void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;
@@ -87,6 +132,10 @@ void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;
 /* stepper.c */
 /* Register the stepper with the SIGTRAP dispatcher and take SIGTRAP (rt's owner mode). */
 int tp_stepper_install(void) TP_HIDDEN;
+/* An attach session begins: forget what the code may have become since the last one. */
+void tp_stepper_reset(void) TP_HIDDEN;
+/* It ends, with no thread inside the stepper: let its memory go. */
+void tp_stepper_release(void) TP_HIDDEN;
 /* What the signal virtualisation asks the stepper (tp_rt_wrap_init, tp_rt_sig_init). */
 extern const struct tp_rt_sig_host tp_stepper_sig_host TP_HIDDEN;
 int tp_bp_insert(uint64_t addr, enum tp_abp_kind kind) TP_HIDDEN;

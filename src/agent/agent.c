@@ -216,7 +216,7 @@ static int secure_exec(char **envp)
 }
 
 /* Map and validate the control block; the fd is closed so the program never sees it. */
-static int ctl_map(int fd)
+int tp_agent_ctl_map(int fd)
 {
 	struct tp_agent_ctl *ctl;
 	uint64_t size, end;
@@ -299,6 +299,14 @@ static int find_text(struct dl_phdr_info *info, size_t size, void *data)
 	return 0;
 }
 
+void tp_agent_find_text(void)
+{
+	if (!tp_ag.text_start)
+		dl_iterate_phdr(find_text, NULL);
+	tp_ag.ctl->agent_text[0] = tp_ag.text_start;
+	tp_ag.ctl->agent_text[1] = tp_ag.text_end;
+}
+
 static int main_bias(struct dl_phdr_info *info, size_t size, void *data)
 {
 	*(uint64_t *)data = info->dlpi_addr;
@@ -334,7 +342,7 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 	if (fd < 0 || secure_exec(envp))
 		return 0;
 	tp_rt_wrap_init(&tp_stepper_sig_host);
-	if (ctl_map(fd) == -1)
+	if (tp_agent_ctl_map(fd) == -1)
 		return 0;
 	ctl = tp_ag.ctl;
 	tp_ag.pid = (int)tp_raw0(SYS_getpid);
@@ -356,9 +364,7 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 		tp_agent_sync2();
 	if (tp_ag.disabled || ctl->mode != TP_AGENT_COUNT || !tp_ag.threads)
 		return 0;
-	dl_iterate_phdr(find_text, NULL);
-	ctl->agent_text[0] = tp_ag.text_start;
-	ctl->agent_text[1] = tp_ag.text_end;
+	tp_agent_find_text();
 	if (tp_rt_sig_init(&tp_stepper_sig_host) || tp_stepper_install()) {
 		tp_agent_fail("cannot install the SIGTRAP handler");
 		return 0;

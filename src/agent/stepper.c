@@ -485,41 +485,56 @@ static int step_without_bs(const siginfo_t *si, const greg_t *g)
 	return 1;
 }
 
-/* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints. */
-static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
+/* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints.  A disabled
+ * agent (after a fault, in a forked child, or detached) only clears TF where it finds it:
+ * a signal frame saved while a thread was stepped may still bring it back. */
+static int trap_busy(siginfo_t *si, ucontext_t *uc, int live)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
-	struct tp_tstate *ts = &tp_ts;
 	struct tp_abp *bp;
 
 	if (si->si_code == TRAP_TRACE || (si->si_code == TRAP_BRKPT && step_without_bs(si, g))) {
 		if (!(g[REG_EFL] & TP_EFLAGS_TF))
 			return 1; /* the trap after an instruction that cleared TF */
-		if (tp_ag.disabled) {
+		if (!live || tp_agent_tracer_gone(tp_tstate())) {
 			g[REG_EFL] &= ~TP_EFLAGS_TF;
 			return 1;
 		}
-		step(ts, uc);
+		step(tp_tstate(), uc);
 		return 1;
 	}
 	if (si->si_code == SI_KERNEL) {
 		bp = bp_find((uint64_t)g[REG_RIP] - 1);
 		if (bp) {
-			if (tp_ag.disabled || !tp_ag.ctl)
+			if (!live)
 				g[REG_RIP] = (greg_t)bp->slot;
 			else
-				bp_reached(ts, g, bp);
+				bp_reached(tp_tstate(), g, bp);
 			return 1;
 		}
 	}
 	return 0;
 }
 
+static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
+{
+	int r = trap_busy(si, uc, tp_agent_busy_enter());
+
+	tp_agent_busy_exit();
+	return r;
+}
+
 /* ---- what the signal virtualisation asks the stepper ---- */
+
+/* Counting in this generation (tp_ts of an earlier attach session does not count). */
+static int ts_counting(void)
+{
+	return tp_ts.gen == tp_ag.gen && tp_ts.counting;
+}
 
 static int host_stepped(const ucontext_t *uc)
 {
-	return !tp_ag.disabled && tp_ag.active && tp_ts.counting &&
+	return !tp_ag.disabled && tp_ag.active && ts_counting() &&
 	       (uc->uc_mcontext.gregs[REG_EFL] & TP_EFLAGS_TF);
 }
 
@@ -528,31 +543,39 @@ static void host_handler_enter(const ucontext_t *uc)
 	/* The interrupted instruction runs after the handler's sigreturn, which counts it
 	 * then.  Delivered at a syscall's exit, it was pending and not counted yet; delivered
 	 * after a trap, that trap counted it: take that back. */
-	if (tp_ts.pending)
-		tp_ts.pending = 0;
-	else
-		uncount_pc(&tp_ts, (uint64_t)uc->uc_mcontext.gregs[REG_RIP]);
+	struct tp_tstate *ts = tp_tstate();
+
+	if (tp_agent_busy_enter()) {
+		if (ts->pending)
+			ts->pending = 0;
+		else
+			uncount_pc(ts, (uint64_t)uc->uc_mcontext.gregs[REG_RIP]);
+	}
+	tp_agent_busy_exit();
 }
 
 static void host_trap_handler(void *h, int sig, siginfo_t *si, ucontext_t *uc)
 {
 	/* Natively the handler would return through the program's restorer and the
 	 * interrupted instruction would run after rt_sigreturn without a trap of its own
-	 * (unless a trap had counted it already: an asynchronous SIGTRAP). */
+	 * (unless a trap had counted it already: an asynchronous SIGTRAP).  The program's
+	 * handler runs outside the busy sections: it may block for as long as it likes. */
+	struct tp_tstate *ts = tp_tstate();
 	struct tp_ksigaction act = {0};
-	int fresh = tp_ts.pending || si->si_code == SI_KERNEL;
+	int fresh = ts->pending || si->si_code == SI_KERNEL;
 	unsigned len = 0;
 
-	tp_ts.pending = 0;
+	ts->pending = 0;
 	tp_rt_sig_virtual(SIGTRAP, &act);
 	tp_rt_call_handler_tf(h, sig, si, uc);
-	if ((act.flags & TP_SA_RESTORER) && act.restorer) {
-		count_pc_len(&tp_ts, (uint64_t)(uintptr_t)act.restorer, &len);
+	if (tp_agent_busy_enter() && (act.flags & TP_SA_RESTORER) && act.restorer) {
+		count_pc_len(ts, (uint64_t)(uintptr_t)act.restorer, &len);
 		if (len)
-			count_pc_len(&tp_ts, (uint64_t)(uintptr_t)act.restorer + len, NULL);
+			count_pc_len(ts, (uint64_t)(uintptr_t)act.restorer + len, NULL);
 	}
+	tp_agent_busy_exit();
 	if (fresh)
-		tp_ts.pending = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+		ts->pending = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 }
 
 static int host_route(int which)
@@ -563,7 +586,7 @@ static int host_route(int which)
 		/* under the ptrace engine only the masks matter (see src/rt/wrap.c) */
 		return which == TP_RT_WRAP_SIGPROCMASK || which == TP_RT_WRAP_PTHREAD_SIGMASK;
 	}
-	return tp_ts.counting ? 2 : 1;
+	return ts_counting() ? 2 : 1;
 }
 
 const struct tp_rt_sig_host tp_stepper_sig_host = {
@@ -572,6 +595,21 @@ const struct tp_rt_sig_host tp_stepper_sig_host = {
     .trap_handler = host_trap_handler,
     .route = host_route,
 };
+
+void tp_stepper_reset(void)
+{
+	if (dcache)
+		__builtin_memset(dcache, 0, (1ul << DC_BITS) * sizeof(struct dc_entry));
+	for (int i = 0; i < TP_AGENT_CLONE_SITES; i++)
+		tp_ag.clone_sites[i] = 0;
+}
+
+void tp_stepper_release(void)
+{
+	if (dcache)
+		tp_raw2(SYS_munmap, dcache, (1l << DC_BITS) * (long)sizeof(struct dc_entry));
+	dcache = NULL;
+}
 
 int tp_stepper_install(void)
 {

@@ -6,7 +6,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -33,12 +35,32 @@ static const char usage_text[] =
     "  -o FILE         write the report to FILE instead of stderr\n"
     "  --trace DIR     also record the results as events of a CTF trace in DIR\n"
     "  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
-    "  -p PID          count a running process (ptrace engine) until it exits or Ctrl-C\n"
-    "  --duration S    with -p: detach after S seconds\n"
+    "  -p PID          count a running process until it exits, Ctrl-C or --duration (ptrace\n"
+    "                  by default; trapflag injects the agent into it)\n"
+    "  --duration S    with -p: stop counting and detach after S seconds\n"
     "  -h, --help      show this help\n"
     "\n"
     "Without --start, the whole program is counted, or only the regions between\n"
     "tp_step_begin() and tp_step_end() when the program uses <tracepad/step.h>.\n";
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	tp_cli_interrupted = 1;
+}
+
+/* --duration: the engines stop at it as at Ctrl-C. */
+static void arm_duration(double seconds)
+{
+	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: waits return EINTR */
+	struct itimerval it = {0};
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGALRM, &sa, NULL);
+	it.it_value.tv_sec = (time_t)seconds;
+	it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
 
 /* The progress line on the terminal. */
 static void show_progress(uint64_t total, double per_second, bool end)
@@ -71,6 +93,7 @@ int cmd_count(int argc, char **argv)
 	char path[PATH_MAX];
 	struct tp_trace_writer *tw = NULL;
 	FILE *out = stderr;
+	double duration = 0;
 	int opt, err, status;
 	double duration = 0;
 	char *end;
@@ -146,9 +169,10 @@ int cmd_count(int argc, char **argv)
 					    : "no program to count (tracepad count -- PROGRAM)");
 		return 2;
 	}
-	if (o.pid && (o.engine == TP_COUNT_ENGINE_TRAPFLAG || o.engine == TP_COUNT_ENGINE_DBT)) {
-		tp_cli_error("count", "-p: the %s engine cannot attach yet; use --engine ptrace",
-			     o.engine == TP_COUNT_ENGINE_DBT ? "dbt" : "trapflag");
+	if (o.pid && o.engine == TP_COUNT_ENGINE_DBT) {
+		tp_cli_error("count",
+			     "-p: the dbt engine cannot attach yet; use --engine ptrace or "
+			     "trapflag");
 		return 2;
 	}
 	if (duration > 0 && !o.pid) {
@@ -164,7 +188,7 @@ int cmd_count(int argc, char **argv)
 		tp_cli_error("count", "%s", c.error);
 		goto done;
 	}
-	if (!o.pid) {
+	if (!o.pid || o.engine == TP_COUNT_ENGINE_TRAPFLAG) {
 		o.agent = tp_cli_agent_path();
 		if (tp_count_ctl_new(&c)) {
 			tp_cli_error("count", "%s", c.error);
@@ -184,6 +208,8 @@ int cmd_count(int argc, char **argv)
 	if (duration > 0)
 		tp_cli_stop_after(duration);
 	c.stop = &tp_cli_interrupted;
+	if (duration > 0)
+		arm_duration(duration);
 	if (isatty(STDERR_FILENO) && !getenv("CI"))
 		c.progress = show_progress;
 	err = tp_count_run(&c);

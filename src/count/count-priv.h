@@ -16,6 +16,8 @@ int tp_count_run_ptrace(struct tp_count_ctx *c);
 int tp_count_run_trapflag(struct tp_count_ctx *c);
 int tp_count_run_dbt(struct tp_count_ctx *c); /* dbt.c */
 int tp_count_attach_ptrace(struct tp_count_ctx *c);
+/* -p PID with the agent, injected into the running process (trapflag.c). */
+int tp_count_attach_trapflag(struct tp_count_ctx *c);
 /* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
  * and return with the program detached (the trapflag engine goes on). */
 int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec);

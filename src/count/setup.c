@@ -136,6 +136,65 @@ void tp_count_fini(struct tp_count_ctx *c)
 	c->ctl_fd = -1;
 }
 
+/* The state letter of /proc/PID/stat ('R', 'S', 'T', ...), or 0. */
+static char proc_state(pid_t pid)
+{
+	char buf[512], *close_paren;
+	ssize_t n;
+	int fd;
+
+	snprintf(buf, sizeof(buf), "/proc/%d/stat", (int)pid);
+	fd = open(buf, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	close_paren = strrchr(buf, ')');
+	return close_paren && close_paren[1] == ' ' ? close_paren[2] : 0;
+}
+
+/* -p with the agent: what an injection needs of the process and of the options. */
+static int probe_pid_agent(struct tp_count_ctx *c)
+{
+	struct tp_elf_info info;
+	int pid = (int)c->o->pid;
+	char st;
+
+	if (c->o->start || c->o->stop) {
+		snprintf(c->error, sizeof(c->error),
+			 "-p with the trapflag engine counts the whole program: --start and "
+			 "--stop need --engine ptrace");
+		return -EINVAL;
+	}
+	if (!c->path || tp_elf_probe(c->path, &info)) {
+		snprintf(c->error, sizeof(c->error), "-p %d: cannot read its program", pid);
+		return -EINVAL;
+	}
+	c->is_static = info.is_static;
+	if (c->is_static) {
+		snprintf(c->error, sizeof(c->error),
+			 "-p %d: %s is statically linked: the agent cannot be loaded into it; use "
+			 "--engine ptrace",
+			 pid, c->path);
+		return -EINVAL;
+	}
+	st = proc_state(c->o->pid);
+	if (st == 'T' || st == 't') {
+		snprintf(c->error, sizeof(c->error),
+			 "-p %d: the process is stopped; continue it (kill -CONT %d) first", pid,
+			 pid);
+		return -EINVAL;
+	}
+	if (st == 'Z' || st == 'X') {
+		snprintf(c->error, sizeof(c->error), "-p %d: no such process", pid);
+		return -ESRCH;
+	}
+	return 0;
+}
+
 int tp_count_probe_pid(struct tp_count_ctx *c, char *path)
 {
 	char exe[64];
@@ -148,7 +207,7 @@ int tp_count_probe_pid(struct tp_count_ctx *c, char *path)
 	c->pid = c->o->pid;
 	c->path = realpath(exe, path) ? path : NULL;
 	c->whole = !c->o->start;
-	return 0;
+	return c->o->engine == TP_COUNT_ENGINE_TRAPFLAG ? probe_pid_agent(c) : 0;
 }
 
 int tp_count_probe(struct tp_count_ctx *c, char *path)
@@ -223,6 +282,8 @@ int tp_count_trace_new(struct tp_count_ctx *c, struct tp_trace_writer **w)
 int tp_count_run(struct tp_count_ctx *c)
 {
 	c->t_start = c->last_progress = tp_count_now();
+	if (c->o->pid && c->o->engine == TP_COUNT_ENGINE_TRAPFLAG)
+		return tp_count_attach_trapflag(c);
 	if (c->o->pid)
 		return tp_count_attach_ptrace(c);
 	/* Like gdb, run the program without address-space randomisation: string functions

@@ -1,18 +1,34 @@
 /* The trapflag engine of `tracepad count`: libtracepad-agent.so steps the program from
  * inside with EFLAGS.TF and SIGTRAP, and keeps its counts in the shared control block.
  * For a whole-program count, the start-up before the agent's constructor (ld.so, libc's
- * initialisation) is stepped by the ptrace engine first and reported apart. */
+ * initialisation) is stepped by the ptrace engine first and reported apart.  With -p, the
+ * agent is injected into the running process (dlopen through src/proc) and every thread
+ * gets TF from tracepad; at the end the agent is disabled and TF cleared again. */
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
+#include "base/procfs.h"
 #include "count/count-priv.h"
 #include "elf/symbols.h"
+#include "proc/inject.h"
 #include "proc/proc.h"
+
+/* Tasks of the process handled at attach and detach (as the ptrace engine's -p). */
+#define TASKS_MAX 4096
+/* Rounds of letting the threads run 1 ms for the agent's handlers to be left before
+ * tracepad gives up unmapping the control block (it then stays mapped, inert). */
+#define DETACH_ROUNDS 2000
 
 /* Fold what the agent counted into the result; nothing it wrote is trusted blindly. */
 static void collect(struct tp_count_ctx *c, pid_t pid)
@@ -152,4 +168,261 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 			 "were counted by ptrace stepping",
 			 (unsigned long long)r->startup);
 	return 0;
+}
+
+/* ---- -p PID: the agent injected into a running process ---- */
+
+/* The task to run the loader in: one blocked in a system call other than futex (it holds no
+ * lock of the program's in all likelihood), the leader first, else the leader.  Threads
+ * stopped inside the loader or malloc would make the injected dlopen wait for themselves;
+ * and the leader allocates from the main arena, where another thread's first allocation
+ * may make glibc map an arena for it. */
+static pid_t pick_task(struct tp_proc *p, pid_t pid)
+{
+	pid_t tids[TASKS_MAX];
+	int n = tp_proc_tasks(p, tids, TASKS_MAX);
+	pid_t best = n > 0 ? tids[0] : pid, blocked = 0;
+
+	for (int i = 0; i < n && i < TASKS_MAX; i++) {
+		struct user_regs_struct regs;
+
+		if (tids[i] == pid)
+			best = pid;
+		if (tp_proc_get_regs(tids[i], &regs) || (int64_t)regs.orig_rax < 0 ||
+		    regs.orig_rax == SYS_futex)
+			continue;
+		if (tids[i] == pid)
+			return pid;
+		if (!blocked)
+			blocked = tids[i];
+	}
+	return blocked ? blocked : best;
+}
+
+/* Set (@on) or clear TF in every stopped task; a task that blocks SIGTRAP gets it unblocked,
+ * since a trap with SIGTRAP blocked kills (the kernel resets the handler). */
+static int set_tf_all(struct tp_proc *p, bool on)
+{
+	pid_t tids[TASKS_MAX];
+	int n = tp_proc_tasks(p, tids, TASKS_MAX), err = 0;
+
+	if (n > TASKS_MAX)
+		return -E2BIG;
+	for (int i = 0; i < n; i++) {
+		struct user_regs_struct regs;
+		uint64_t mask;
+		int e = tp_proc_get_regs(tids[i], &regs);
+
+		if (e == -ESRCH)
+			continue;
+		if (!e && !!(regs.eflags & TP_ARCH_EFLAGS_TF) != on) {
+			regs.eflags ^= TP_ARCH_EFLAGS_TF;
+			e = tp_proc_set_regs(tids[i], &regs);
+		}
+		if (!e && on && !tp_proc_get_sigmask(tids[i], &mask) &&
+		    (mask & (1ull << (SIGTRAP - 1))))
+			e = tp_proc_set_sigmask(tids[i], mask & ~(1ull << (SIGTRAP - 1)));
+		if (e && e != -ESRCH && !err)
+			err = e;
+	}
+	return err;
+}
+
+static int find_loader(struct tp_count_ctx *c, struct tp_proc_dl *dl)
+{
+	int err = tp_symtab_load_pid(c->syms, c->pid);
+
+	if (!err)
+		err = tp_symtab_find_symbol(c->syms, "libc:dlopen", &dl->dlopen);
+	if (!err)
+		err = tp_symtab_find_symbol(c->syms, "libc:dlsym", &dl->dlsym);
+	if (!err && tp_symtab_find_symbol(c->syms, "libc:dlerror", &dl->dlerror))
+		dl->dlerror = 0;
+	if (err == -ENOENT)
+		snprintf(c->error, sizeof(c->error),
+			 "-p %d: no dlopen in the process's libc (glibc 2.34 or later is needed to "
+			 "load the agent); use --engine ptrace",
+			 (int)c->pid);
+	return err;
+}
+
+/* Load the agent, hand it the control block, give every thread TF. */
+static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, char *agent, uint64_t *detach_pc)
+{
+	char msg[256];
+	struct tp_proc_dl dl;
+	uint64_t handle = 0, entry = 0, ret = 0, args[6] = {0};
+	pid_t tid;
+	int err;
+
+	if (!c->o->agent || !realpath(c->o->agent, agent)) {
+		snprintf(c->error, sizeof(c->error),
+			 "cannot find libtracepad-agent.so next to tracepad (set TRACEPAD_AGENT)");
+		return -ENOENT;
+	}
+	err = find_loader(c, &dl);
+	if (err)
+		return err;
+	tid = pick_task(p, c->pid);
+	/* NODELETE: the agent stays loaded, inert, after the session (INTERNALS.md) */
+	err =
+	    tp_proc_inject_dlopen(p, c->pid, tid, &dl, agent, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE,
+				  "tracepad_agent_attach", &handle, &entry, msg, sizeof(msg));
+	if (err == -ENOENT) {
+		snprintf(c->error, sizeof(c->error), "-p %d: cannot load the agent: %s",
+			 (int)c->pid, msg);
+		return -EIO;
+	}
+	if (err) {
+		snprintf(c->error, sizeof(c->error), "-p %d: cannot load the agent: %s",
+			 (int)c->pid, strerror(-err));
+		return err == -ESRCH ? err : -EIO;
+	}
+	args[0] = (uint64_t)getpid();
+	args[1] = (uint64_t)c->ctl_fd;
+	err = tp_proc_inject_fcall(p, c->pid, tid, entry, args, true, &ret);
+	if (!err && (int32_t)ret) {
+		c->ctl->error[sizeof(c->ctl->error) - 1] = 0;
+		snprintf(c->error, sizeof(c->error), "-p %d: the agent refused the session: %s",
+			 (int)c->pid,
+			 (int32_t)ret == -3 ? "another one is under way"
+			 : c->ctl->error[0] ? c->ctl->error
+					    : "it cannot open tracepad's control block");
+		return -EIO;
+	}
+	if (err) {
+		snprintf(c->error, sizeof(c->error), "-p %d: cannot start the agent: %s",
+			 (int)c->pid, strerror(-err));
+		return err == -ESRCH ? err : -EIO;
+	}
+	/* written by the agent: trusted only inside its own text */
+	*detach_pc = c->ctl->detach_pc;
+	if (*detach_pc < c->ctl->agent_text[0] || *detach_pc >= c->ctl->agent_text[1]) {
+		snprintf(c->error, sizeof(c->error), "-p %d: the agent gave no detach entry",
+			 (int)c->pid);
+		return -EIO;
+	}
+	return set_tf_all(p, true);
+}
+
+struct agent_where {
+	uint64_t pc;
+	const char *path;
+};
+
+static int is_agent_text(void *arg, const struct tp_maps_ent *e)
+{
+	const struct agent_where *w = arg;
+
+	return w->pc >= e->start && w->pc < e->end && tp_maps_exec(e) &&
+	       e->path_len == strlen(w->path) && !memcmp(e->path, w->path, e->path_len);
+}
+
+/* Disable the agent: once no thread is inside its handlers, it unmaps the control block;
+ * then TF goes from every thread.  @p has every task stopped. */
+static int agent_detach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t detach_pc,
+			const char *agent)
+{
+	struct agent_where where = {detach_pc, agent};
+	const uint64_t none[6] = {0};
+	pid_t tid = pick_task(p, c->pid);
+	uint64_t busy = 0;
+	int err;
+
+	/* after an execve, the agent and its TF are gone with the old image */
+	if (tp_maps_foreach(c->pid, is_agent_text, &where) != 1)
+		return 0;
+	/* first, so that the injected call is not stepped */
+	err = set_tf_all(p, false);
+	for (int round = 0; !err && round < DETACH_ROUNDS; round++) {
+		err = tp_proc_inject_fcall(p, c->pid, tid, detach_pc, none, false, &busy);
+		if (err || !(int32_t)busy)
+			break;
+		/* a thread is inside the agent's handler: let it finish (it blocks on nothing) */
+		tp_proc_resume_all(p);
+		usleep(1000);
+		err = tp_proc_stop_all(p, 0);
+		if (!err)
+			err = set_tf_all(p, false);
+	}
+	if (!err && (int32_t)busy)
+		snprintf(c->r->warning, sizeof(c->r->warning),
+			 "a thread stayed inside the agent's handler: its control block stays "
+			 "mapped in the program");
+	return set_tf_all(p, false) ? -EIO : err;
+}
+
+/* Count until --duration, SIGINT or the end of the process; true when it ended. */
+static bool wait_counted(struct tp_count_ctx *c)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	bool ended = false;
+
+	while (!(c->stop && *c->stop)) {
+		struct pollfd pf = {.fd = pfd, .events = POLLIN};
+
+		if (pfd < 0 ? kill(c->pid, 0) && errno == ESRCH : poll(&pf, 1, 20) > 0) {
+			ended = true;
+			break;
+		}
+		if (pfd < 0)
+			usleep(20000);
+		tp_count_progress(c, agent_total(c));
+	}
+	if (pfd >= 0)
+		close(pfd);
+	return ended;
+}
+
+int tp_count_attach_trapflag(struct tp_count_ctx *c)
+{
+	struct tp_count_result *r = c->r;
+	char agent[PATH_MAX];
+	uint64_t detach_pc = 0;
+	struct tp_proc *p;
+	double t0;
+	int err, e2;
+
+	c->ctl->mode = TP_AGENT_COUNT;
+	err = tp_proc_attach(c->pid, 0, &p);
+	if (err)
+		return err;
+	err = agent_attach(c, p, agent, &detach_pc);
+	if (err) {
+		/* the agent, if loaded, never counted: nothing of it runs */
+		set_tf_all(p, false);
+		tp_proc_detach(p);
+		return err;
+	}
+	t0 = tp_count_now();
+	err = tp_proc_detach(p);
+	if (err)
+		return err;
+	snprintf(r->start_note, sizeof(r->start_note),
+		 "counted from the moment the agent was injected");
+	r->detached = true;
+	if (wait_counted(c)) {
+		snprintf(r->warning, sizeof(r->warning),
+			 "the program ended while counted (its exit status is its parent's)");
+	} else {
+		err = tp_proc_attach(c->pid, 0, &p);
+		if (!err) {
+			err = agent_detach(c, p, detach_pc, agent);
+			e2 = tp_proc_detach(p);
+			err = err ? err : e2;
+		}
+		if (err == -ESRCH)
+			err = 0; /* it ended as tracepad came back: counted to its end */
+		if (err)
+			snprintf(c->error, sizeof(c->error),
+				 "-p %d: detaching the agent failed: %s", (int)c->pid,
+				 strerror(-err));
+	}
+	r->seconds = tp_count_now() - t0;
+	if (c->ctl->state & TP_AGENT_ST_ERROR) {
+		c->ctl->error[sizeof(c->ctl->error) - 1] = 0;
+		snprintf(r->warning, sizeof(r->warning), "the agent stopped: %s", c->ctl->error);
+	}
+	collect(c, c->pid);
+	return err;
 }

@@ -303,8 +303,10 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	if (r)
 		return r;
 	regs = saved;
-	/* orig_rax = -1: no syscall restart on the way out of this stop */
+	/* orig_rax = -1: no syscall restart on the way out of this stop; and the call is not
+	 * stepped, should the task have TF set (an agent stepping it) */
 	tp_arch_regs_set_call(&regs, fn, sp, args);
+	regs.eflags &= ~TP_ARCH_EFLAGS_TF;
 	r = tp_proc_set_regs(tid, &regs);
 	stopped = unstop(p, tid);
 	if (!r)

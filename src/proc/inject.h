@@ -44,4 +44,24 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			const uint64_t args[6], uint64_t ret_to, tp_proc_inject_trap_fn on_trap,
 			void *arg, uint64_t *ret);
 
+/* Call @fn(@args) in stopped task @tid of process @pid, returning to an int3 written over
+ * the entry point for the time of the call (tp_proc_inject_call()).  With @others_run, the
+ * process's other stopped tasks run meanwhile, so that a lock one of them holds (the
+ * loader's, malloc's) is let go, and are stopped again after; their events are queued. */
+int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
+			 const uint64_t args[6], bool others_run, uint64_t *ret);
+
+/* The process's own loader entry points (libc's dlopen, dlsym, dlerror). */
+struct tp_proc_dl {
+	uint64_t dlopen, dlsym, dlerror;
+};
+
+/* Load @path into process @pid with its dlopen(@path, @flags), from stopped task @tid, and
+ * find @sym in it (dlsym): the handle in *@handle, the address in *@addr.  The strings go
+ * on a page mapped for the time of the calls.  Returns 0 or -errno; -ENOENT with the
+ * loader's message in @err (@errlen bytes) when dlopen or dlsym fails. */
+int tp_proc_inject_dlopen(struct tp_proc *p, pid_t pid, pid_t tid, const struct tp_proc_dl *dl,
+			  const char *path, int flags, const char *sym, uint64_t *handle,
+			  uint64_t *addr, char *err, size_t errlen);
+
 #endif

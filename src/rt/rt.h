@@ -132,6 +132,10 @@ enum {
 /* Take every signal's action as the program's, and put the virtualisation's entry in front
  * of its handlers; the host's SIGTRAP owner is tp_rt_trap_own(). */
 int tp_rt_sig_init(const struct tp_rt_sig_host *host) TP_RT_HIDDEN;
+/* Give the program's handlers back to the kernel (an agent detaching); SIGTRAP stays with
+ * the dispatcher, which passes on every trap that is not a client's.  tp_rt_sig_init()
+ * takes over again. */
+void tp_rt_sig_fini(void) TP_RT_HIDDEN;
 /* The emulated syscalls of a stepped thread, from its SIGTRAP at the syscall instruction. */
 long tp_rt_sig_emulate_sigaction(ucontext_t *uc) TP_RT_HIDDEN;
 long tp_rt_sig_emulate_sigprocmask(ucontext_t *uc) TP_RT_HIDDEN;

@@ -99,6 +99,12 @@ int tp_rt_sig_init(const struct tp_rt_sig_host *h)
 
 		if (sig == SIGKILL || sig == SIGSTOP || ksigaction(sig, NULL, &cur))
 			continue;
+		/* Ours, left by an earlier session (an agent attached again): the program's
+		 * action is the virtual one kept since. */
+		if ((cur.handler == (void *)tp_rt_sig_entry ||
+		     cur.handler == (void *)tp_rt_trap_handler) &&
+		    virt[sig].valid)
+			continue;
 		virt[sig].act = cur;
 		virt[sig].valid = 1;
 		if (sig != SIGTRAP && is_handler(cur.handler)) {
@@ -108,6 +114,20 @@ int tp_rt_sig_init(const struct tp_rt_sig_host *h)
 		}
 	}
 	return 0;
+}
+
+void tp_rt_sig_fini(void)
+{
+	lock();
+	for (int sig = 1; sig <= NSIG_MAX; sig++) {
+		struct tp_ksigaction cur;
+
+		if (sig == SIGTRAP || !virt[sig].valid || ksigaction(sig, NULL, &cur) ||
+		    cur.handler != (void *)tp_rt_sig_entry)
+			continue;
+		ksigaction(sig, &virt[sig].act, NULL);
+	}
+	unlock();
 }
 
 long tp_rt_sig_emulate_sigaction(ucontext_t *uc)

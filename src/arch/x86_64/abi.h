@@ -15,6 +15,8 @@
 #define TP_ARCH_RED_ZONE 128
 /* At a function's first instruction, (%rsp + 8) is a multiple of this. */
 #define TP_ARCH_STACK_ALIGN 16
+/* EFLAGS.TF: the CPU traps after each instruction while it is set. */
+#define TP_ARCH_EFLAGS_TF 0x100ull
 
 /*
  * Kernel-internal return values (include/linux/errno.h) that a tracer sees in rax at a
