@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -43,25 +42,6 @@ static const char usage_text[] =
     "Without --start, the whole program is counted, or only the regions between\n"
     "tp_step_begin() and tp_step_end() when the program uses <tracepad/step.h>.\n";
 
-static void on_alarm(int sig)
-{
-	(void)sig;
-	tp_cli_interrupted = 1;
-}
-
-/* --duration: the engines stop at it as at Ctrl-C. */
-static void arm_duration(double seconds)
-{
-	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART: waits return EINTR */
-	struct itimerval it = {0};
-
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGALRM, &sa, NULL);
-	it.it_value.tv_sec = (time_t)seconds;
-	it.it_value.tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6);
-	setitimer(ITIMER_REAL, &it, NULL);
-}
-
 /* The progress line on the terminal. */
 static void show_progress(uint64_t total, double per_second, bool end)
 {
@@ -95,7 +75,6 @@ int cmd_count(int argc, char **argv)
 	FILE *out = stderr;
 	double duration = 0;
 	int opt, err, status;
-	double duration = 0;
 	char *end;
 
 	optind = 1;
@@ -208,8 +187,6 @@ int cmd_count(int argc, char **argv)
 	if (duration > 0)
 		tp_cli_stop_after(duration);
 	c.stop = &tp_cli_interrupted;
-	if (duration > 0)
-		arm_duration(duration);
 	if (isatty(STDERR_FILENO) && !getenv("CI"))
 		c.progress = show_progress;
 	err = tp_count_run(&c);
