@@ -16,66 +16,12 @@
 #include <time.h>
 
 #include "count/count-priv.h"
+#include "count/ptrace-priv.h"
 #include "bp/bp.h"
 #include "base/log.h"
 #include "elf/symbols.h"
 #include "proc/guard.h"
 #include "proc/proc.h"
-
-#define NO_PC UINT64_MAX
-
-struct pthread {
-	pid_t tid;
-	bool counting, in_region, region_done, exec_done;
-	uint64_t region_ret, region_sp;
-	uint64_t last_pc; /* resumed with STEP at this pc; NO_PC when nothing is pending */
-	uint16_t last_mnem;
-	uint8_t last_kind;
-	uint64_t next_pc; /* where the last instruction falls through to, if it does */
-	uint64_t count;
-	struct tp_abp_ptrace *over; /* stepping over this breakpoint with the others stopped */
-	/* The signal mask, as far as it matters for stepping (see step()). */
-	uint64_t mask;	    /* the thread's blocked signals, when !mask_check */
-	bool mask_check;    /* it may have changed (a signal delivered, a syscall run) */
-	bool unblocked;	    /* stepping with SIGTRAP unblocked: mask goes back at the stop */
-	uint8_t in_syscall; /* run to its exit stop: 1 entry stop to come, 2 exit stop */
-};
-
-enum bp_kind { PBP_START, PBP_LSM, PBP_API_BEGIN };
-
-struct tp_abp_ptrace {
-	uint64_t addr;
-	uint8_t orig;
-	enum bp_kind kind;
-	bool live;
-};
-
-/* decode cache of the tracer */
-struct dc {
-	uint64_t pc;
-	uint16_t mnem;
-	uint8_t kind, len, flags;
-};
-
-struct engine {
-	struct tp_count_ctx *c;
-	struct tp_proc *proc;
-	pid_t pid;
-	struct tp_hash threads; /* tid -> struct pthread * (stable while the run lasts) */
-	struct dc *dc;
-	size_t dc_mask;
-	struct tp_abp_ptrace bps[4];
-	int nbps;
-	uint64_t agent_lo, agent_hi; /* agent text, once known */
-	uint64_t start_pc, stop_pc, api_end_pc;
-	uint64_t sync_pc;
-	bool until_sync; /* trapflag start-up: stop at the agent's sync int3 */
-	bool synced;
-	bool stepping_all;	   /* whole program: every thread is counted from the start */
-	pid_t over_tid;		   /* the thread stepping over a breakpoint, others stopped */
-	struct tp_event *deferred; /* events of other threads meanwhile, handled after it */
-	size_t ndeferred, cap_deferred;
-};
 
 static struct pthread *thread_get(struct engine *e, pid_t tid)
 {
@@ -183,191 +129,10 @@ static void count_last(struct engine *e, struct pthread *t)
 	t->last_pc = NO_PC;
 }
 
-static int bp_write(struct engine *e, struct tp_abp_ptrace *bp, bool on)
-{
-	return tp_bp_poke(e->pid, bp->addr, on, bp->orig);
-}
-
-static int bp_insert(struct engine *e, uint64_t addr, enum bp_kind kind)
-{
-	struct tp_abp_ptrace *bp;
-
-	if (e->nbps >= 4)
-		return -ENOSPC;
-	bp = &e->bps[e->nbps];
-	if (tp_proc_read(e->pid, addr, &bp->orig, 1) != 1)
-		return -EFAULT;
-	bp->addr = addr;
-	bp->kind = kind;
-	if (bp_write(e, bp, true))
-		return -EFAULT;
-	bp->live = true;
-	e->nbps++;
-	return 0;
-}
-
-static struct tp_abp_ptrace *bp_at(struct engine *e, uint64_t addr)
-{
-	for (int i = 0; i < e->nbps; i++)
-		if (e->bps[i].live && e->bps[i].addr == addr)
-			return &e->bps[i];
-	return NULL;
-}
-
-/* Every original byte goes back before the program is let go. */
-static void bp_remove_all(struct engine *e)
-{
-	for (int i = 0; i < e->nbps; i++)
-		if (e->bps[i].live && !bp_write(e, &e->bps[i], false))
-			e->bps[i].live = false;
-}
-
-/* The stop of a thread that stepped with SIGTRAP unblocked: its own mask back. */
-static void mask_back(struct pthread *t)
-{
-	if (t->unblocked && !tp_proc_set_sigmask(t->tid, t->mask))
-		t->unblocked = false;
-}
-
-static int thread_mask_back(void *arg, uint64_t tid, uint64_t *v)
-{
-	(void)arg, (void)tid;
-	mask_back((struct pthread *)(uintptr_t)*v);
-	return 0;
-}
-
-/* A launched program left before the agent's syncs (an interrupt, an error) must not run
- * into their int3s untraced: SIGTRAP would kill it.  Every thread is stopped: the flags go,
- * and the int3s the agent may already have decided to run (it publishes their addresses
- * before it reads the flags) become no-ops. */
-static void disarm_agent(struct engine *e)
-{
-	struct tp_agent_ctl *ctl = e->c->ctl;
-	const uint8_t nop = TP_ARCH_NOP1;
-	uint64_t pcs[2];
-
-	if (!ctl)
-		return;
-	__atomic_and_fetch(&ctl->flags, ~(uint32_t)(TP_CTL_SYNC | TP_CTL_SYNC2), __ATOMIC_SEQ_CST);
-	pcs[0] = __atomic_load_n(&ctl->sync_pc, __ATOMIC_SEQ_CST);
-	pcs[1] = __atomic_load_n(&ctl->sync2_pc, __ATOMIC_SEQ_CST);
-	for (int i = 0; i < 2; i++) {
-		uint8_t b;
-
-		if (pcs[i] && tp_proc_read(e->pid, pcs[i], &b, 1) == 1 && b == TP_ARCH_INT3)
-			tp_proc_write(e->pid, pcs[i], &nop, 1);
-	}
-}
-
-/* Leave the program as it was: every thread stopped, one that trapped on a breakpoint of ours
- * put back on the breakpoint's instruction, the original bytes restored, then detached. */
-static void engine_detach(struct engine *e)
-{
-	struct tp_event ev;
-	size_t i = 0;
-
-	tp_proc_stop_all(e->proc, 0);
-	for (;;) {
-		struct user_regs_struct regs;
-
-		if (i < e->ndeferred)
-			ev = e->deferred[i++];
-		else if (tp_proc_wait(e->proc, &ev))
-			break; /* nothing queued and nothing running (-EDEADLK), or all gone */
-		if (ev.kind != TP_EV_BREAKPOINT || tp_proc_get_regs(ev.tid, &regs))
-			continue;
-		if (bp_at(e, regs.rip - 1)) {
-			regs.rip--;
-			tp_proc_set_regs(ev.tid, &regs);
-		}
-	}
-	e->ndeferred = 0;
-	bp_remove_all(e);
-	tp_hash_foreach(&e->threads, thread_mask_back, NULL);
-	disarm_agent(e);
-	tp_proc_detach(e->proc);
-	e->proc = NULL;
-}
-
-/* If tracepad itself crashes, src/proc's guard stops every thread and calls this before it
- * detaches them: a thread just past one of our int3s goes back to it, the bytes go back. */
-static void restore_on_crash(void *arg)
-{
-	struct engine *e = arg;
-	struct user_regs_struct regs;
-	pid_t tids[1024];
-	int n = tp_proc_tasks(e->proc, tids, 1024);
-
-	for (int i = 0; i < n && i < 1024; i++) {
-		if (!tp_proc_get_regs(tids[i], &regs) && bp_at(e, regs.rip - 1))
-			tp_proc_set_pc(tids[i], regs.rip - 1);
-	}
-	bp_remove_all(e);
-	tp_hash_foreach(&e->threads, thread_mask_back, NULL);
-}
-
-static void catch_fatal(struct engine *e)
-{
-	tp_proc_guard_set("tracepad count", restore_on_crash, e);
-}
-
 static void stop_counting(struct pthread *t)
 {
 	t->counting = false;
 	t->in_region = false;
-}
-
-#define TRAP_BIT (1ull << (SIGTRAP - 1))
-
-/* Syscalls that change the signal mask: run to their exit stop rather than stepped. */
-static bool changes_mask(uint64_t nr)
-{
-	switch (nr) {
-	case SYS_rt_sigprocmask:
-	case SYS_rt_sigreturn:
-	case SYS_rt_sigsuspend:
-	case SYS_pselect6:
-	case SYS_ppoll:
-	case SYS_epoll_pwait:
-	case SYS_epoll_pwait2:
-	case SYS_io_pgetevents:
-		return true;
-	}
-	return false;
-}
-
-/* Resume @t for its instruction of kind @kind.  The trap of a single step is a forced
- * SIGTRAP, and the kernel resets the SIGTRAP handler of a thread that blocks SIGTRAP to
- * SIG_DFL when it forces one (inside the program's own SIGTRAP handler, say): its next trap
- * would kill it.  So while SIGTRAP is blocked, the thread steps with it unblocked (the mask
- * goes back at the stop, before anything else), and a syscall that may read or change the
- * mask runs to its syscall-exit stop, a ptrace report rather than a trap. */
-static int step(struct engine *e, struct pthread *t, unsigned kind)
-{
-	struct user_regs_struct regs;
-	int err;
-
-	if (t->mask_check && !tp_proc_get_sigmask(t->tid, &t->mask))
-		t->mask_check = false;
-	/* (a step over one of our breakpoints, with the other threads stopped, stays a step:
-	 * on_step() puts the breakpoint back) */
-	if (kind == TP_INSN_SYSCALL && !t->over) {
-		bool blocked = !t->mask_check && (t->mask & TRAP_BIT);
-
-		t->mask_check = true;
-		if (blocked || (!tp_proc_get_regs(t->tid, &regs) && changes_mask(regs.rax))) {
-			t->in_syscall = 1;
-			return tp_proc_resume(e->proc, t->tid, TP_RESUME_SYSCALL, 0);
-		}
-		return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
-	}
-	if (!t->mask_check && (t->mask & TRAP_BIT)) {
-		err = tp_proc_set_sigmask(t->tid, t->mask & ~TRAP_BIT);
-		if (err)
-			return err;
-		t->unblocked = true;
-	}
-	return tp_proc_resume(e->proc, t->tid, TP_RESUME_STEP, 0);
 }
 
 /* t is stopped, about to run the instruction at @pc; decide how it goes on.  @regs may be
@@ -417,13 +182,13 @@ static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
 	t->last_pc = pc;
 	t->last_mnem = d.mnem;
 	t->last_kind = d.kind;
-	bp = bp_at(e, pc);
+	bp = tp_cpt_bp_at(e, pc);
 	if (bp) {
 		/* step the original instruction with every other thread stopped */
 		int err = tp_proc_stop_all(e->proc, t->tid);
 
 		if (!err)
-			err = bp_write(e, bp, false);
+			err = tp_cpt_bp_write(e, bp, false);
 		if (err)
 			return err;
 		t->over = bp;
@@ -431,7 +196,7 @@ static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
 	} else if (d.kind == TP_INSN_OTHER && d.len && !(d.flags & TP_INSN_F_REP)) {
 		t->next_pc = pc + d.len;
 	}
-	return step(e, t, d.kind);
+	return tp_cpt_step(e, t, d.kind);
 }
 
 static int advance(struct engine *e, struct pthread *t, struct user_regs_struct *regs)
@@ -472,7 +237,7 @@ static int setup_regions(struct engine *e)
 		if (!c->ctl || !c->ctl->step_begin_pc)
 			return -ENOENT;
 		e->api_end_pc = c->ctl->step_end_pc;
-		return bp_insert(e, c->ctl->step_begin_pc, PBP_API_BEGIN);
+		return tp_cpt_bp_insert(e, c->ctl->step_begin_pc, PBP_API_BEGIN);
 	}
 	if (c->main_dynamic) {
 		uint64_t lsm;
@@ -484,11 +249,11 @@ static int setup_regions(struct engine *e)
 			    &lsm);
 		if (err)
 			return err;
-		return bp_insert(e, lsm, PBP_LSM);
+		return tp_cpt_bp_insert(e, lsm, PBP_LSM);
 	}
 	if (c->start_vaddr) {
 		e->start_pc = bias + c->start_vaddr;
-		return bp_insert(e, e->start_pc, PBP_START);
+		return tp_cpt_bp_insert(e, e->start_pc, PBP_START);
 	}
 	return 0;
 }
@@ -559,7 +324,7 @@ static int on_breakpoint(struct engine *e, struct pthread *t, struct tp_event *e
 	}
 	if (e->synced && regs.rip - 1 == e->c->ctl->sync2_pc)
 		return advance(e, t, &regs);
-	bp = bp_at(e, regs.rip - 1);
+	bp = tp_cpt_bp_at(e, regs.rip - 1);
 	if (!bp) {
 		/* the program's own int3: it gets its SIGTRAP, as without tracepad */
 		count_last(e, t);
@@ -574,11 +339,11 @@ static int on_breakpoint(struct engine *e, struct pthread *t, struct tp_event *e
 	case PBP_LSM: {
 		uint64_t main_pc = regs.rdi;
 
-		bp_write(e, bp, false);
+		tp_cpt_bp_write(e, bp, false);
 		bp->live = false;
 		err = tp_proc_set_regs(t->tid, &regs);
 		if (!err)
-			err = bp_insert(e, main_pc, PBP_START);
+			err = tp_cpt_bp_insert(e, main_pc, PBP_START);
 		if (err)
 			return err;
 		e->start_pc = main_pc;
@@ -630,7 +395,7 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	else
 		count_last(e, t);
 	if (t->over) {
-		err = bp_write(e, t->over, true);
+		err = tp_cpt_bp_write(e, t->over, true);
 		t->over = NULL;
 		e->over_tid = 0;
 		if (!err)
@@ -655,7 +420,8 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	return advance(e, t, &regs);
 }
 
-/* A syscall run by step() to its exit: its entry stop, then its exit stop, where it has run. */
+/* A syscall run by tp_cpt_step() to its exit: its entry stop, then its exit stop, where it has run.
+ */
 static int on_syscall_stop(struct engine *e, struct pthread *t)
 {
 	struct user_regs_struct regs;
@@ -719,7 +485,7 @@ static int run(struct engine *e)
 		t = thread_get(e, ev.tid);
 		if (!t)
 			return -ENOMEM;
-		mask_back(t);
+		tp_cpt_mask_back(t);
 		switch (ev.kind) {
 		case TP_EV_SYSCALL:
 			err = on_syscall_stop(e, t);
@@ -898,7 +664,7 @@ int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_fr
 	if (err)
 		goto out;
 	e.pid = c->pid = tp_proc_pid(e.proc);
-	catch_fatal(&e);
+	tp_cpt_catch_fatal(&e);
 	if (until_sync && !step_from_exec) {
 		/* the agent counts alone: let the program go at its first instruction */
 		err = tp_proc_detach(e.proc);
@@ -932,11 +698,11 @@ int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_fr
 	c->r->seconds = tp_count_now() - t0;
 	collect(&e);
 	if (err == -EINTR) {
-		engine_detach(&e);
+		tp_cpt_detach(&e);
 		c->r->detached = true;
 		err = 0;
 	} else if (err) {
-		engine_detach(&e);
+		tp_cpt_detach(&e);
 	} else {
 		tp_proc_free(e.proc);
 		e.proc = NULL;
@@ -972,7 +738,7 @@ int tp_count_attach_ptrace(struct tp_count_ctx *c)
 	if (err)
 		goto out;
 	e.pid = tp_proc_pid(e.proc);
-	catch_fatal(&e);
+	tp_cpt_catch_fatal(&e);
 	snprintf(c->r->start_note, sizeof(c->r->start_note),
 		 "counted from the moment tracepad attached");
 	err = tp_symtab_load_pid(c->syms, e.pid);
@@ -981,7 +747,7 @@ int tp_count_attach_ptrace(struct tp_count_ctx *c)
 	if (!err && !c->whole && c->o->start)
 		err = tp_symtab_find_symbol(c->syms, c->o->start, &e.start_pc);
 	if (!err && !c->whole && e.start_pc != NO_PC)
-		err = bp_insert(&e, e.start_pc, PBP_START);
+		err = tp_cpt_bp_insert(&e, e.start_pc, PBP_START);
 	if (!err && c->o->stop)
 		err = tp_symtab_find_symbol(c->syms, c->o->stop, &e.stop_pc);
 	if (err)
@@ -1009,7 +775,7 @@ int tp_count_attach_ptrace(struct tp_count_ctx *c)
 	if (err == -EINTR)
 		err = 0;
 detach:
-	engine_detach(&e);
+	tp_cpt_detach(&e);
 	c->r->detached = true;
 out:
 	engine_fini(&e);
