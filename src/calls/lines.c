@@ -37,7 +37,7 @@ struct calls_lines {
 	char *buf;	   /* the line being built */
 	size_t len, cap;
 	char **events; /* -c --json: the process events as JSON objects */
-	int nevents;
+	int nevents, cap_events;
 };
 
 static struct calls_lines *lines_of(struct session *s)
@@ -375,13 +375,21 @@ static void keep_event(struct session *s, char *json)
 	struct calls_lines *L = lines_of(s);
 	char **n;
 
-	if (!L || !json || !(n = realloc(L->events, (L->nevents + 1) * sizeof(*n)))) {
+	if (L && json && L->nevents == L->cap_events) {
+		int cap = L->cap_events ? 2 * L->cap_events : 64;
+
+		n = realloc(L->events, (size_t)cap * sizeof(*n));
+		if (n) {
+			L->events = n;
+			L->cap_events = cap;
+		}
+	}
+	if (!L || !json || L->nevents == L->cap_events) {
 		free(json);
 		if (json)
 			s->err = -ENOMEM;
 		return;
 	}
-	L->events = n;
 	L->events[L->nevents++] = json;
 }
 

@@ -9,6 +9,7 @@ native ones, and the dl* calls are still shown with their return values; dlcalle
 with every return stopping (TRACEPAD_CALLS_SYNC=1: the tail call meets the trampoline)."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,12 @@ def launched(name, sel, sync=False):
     fd, path = tempfile.mkstemp(prefix="tp-callers-")
     os.close(fd)
     os.unlink(path)
-    r = run([TRACEPAD, "calls"] + list(sel) + ["-o", path, "--", target(name)], env=env)
+    # The preload goes to the program alone, through env(1) (tracepad follows its exec): in
+    # tracepad's own environment it would load into tracepad too (an ASan build refuses).
+    prog = [target(name)]
+    if "LD_PRELOAD" in env:
+        prog = [shutil.which("env"), "LD_PRELOAD=" + env.pop("LD_PRELOAD")] + prog
+    r = run([TRACEPAD, "calls"] + list(sel) + ["-o", path, "--"] + prog, env=env)
     r.text = open(path).read() if os.path.exists(path) else ""
     if os.path.exists(path):
         os.unlink(path)
