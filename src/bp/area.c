@@ -251,7 +251,7 @@ int tp_bp_make_tramp(struct tp_bps *b, pid_t tid, uint64_t near)
 	if (!a)
 		return r;
 	at = a->base + (uint64_t)a->used * SLOT_SIZE;
-	r = tp_bp_poke(b->pid, at, true, 0);
+	r = tp_proc_poke_int3(b->pid, at, true, 0);
 	if (r)
 		return r;
 	a->used++;

@@ -68,13 +68,6 @@ struct bp *tp_bp_add(struct tp_bps *b, uint64_t addr)
 	return &b->pool[b->npool++];
 }
 
-int tp_bp_poke(pid_t pid, uint64_t addr, bool on, uint8_t orig)
-{
-	uint8_t b = on ? TP_ARCH_INT3 : orig;
-
-	return tp_proc_write(pid, addr, &b, 1);
-}
-
 int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 {
 	uint8_t buf[SITE_SCAN], slot[SLOT_SIZE];
@@ -151,7 +144,7 @@ int tp_bp_insert(struct tp_bps *bps, pid_t tid, uint64_t addr, unsigned flags)
 	bp->slot_len = rlen;
 	memcpy(bp->orig, buf, insn.len);
 	/* The slot is complete before the int3 appears: a thread that hits it finds it ready. */
-	r = tp_bp_poke(bps->pid, addr, true, 0);
+	r = tp_proc_poke_int3(bps->pid, addr, true, 0);
 	/* On failure the entry stays: its original byte is still in place, and
 	 * tp_bp_remove_all() writing it back is harmless. */
 	return r;

@@ -34,11 +34,6 @@ int tp_bp_wait(struct tp_bps *bps, struct tp_event *ev);
 int tp_bp_inject_syscall(struct tp_bps *bps, pid_t tid, long nr, const uint64_t args[6],
 			 int64_t *ret);
 
-/* Plant the int3 at @addr of @pid (@on), or put back @orig, the byte it replaced: the one
- * place the tracer writes a breakpoint byte (bp's table and trampoline, count's stepping
- * breakpoints).  0 or -errno. */
-int tp_bp_poke(pid_t pid, uint64_t addr, bool on, uint8_t orig);
-
 /* Flags of tp_bp_insert(). */
 #define TP_BP_RETURN 0x01 /* @addr is a function entry: also stop when the call returns */
 /* With TP_BP_RETURN: the function reads its return address (glibc's dlsym and dlopen choose

@@ -278,7 +278,7 @@ int tp_bp_remove_all(struct tp_bps *bps)
 
 		if (!bp->addr)
 			continue;
-		r = tp_bp_poke(bps->pid, bp->addr, false, bp->orig[0]);
+		r = tp_proc_poke_int3(bps->pid, bp->addr, false, bp->orig[0]);
 		if (!r && (tp_proc_read(bps->pid, bp->addr, back, bp->len) != bp->len ||
 			   memcmp(back, bp->orig, bp->len)))
 			r = -EIO;
@@ -409,7 +409,7 @@ void tp_bp_crash_restore(struct tp_bps *bps)
 		struct bp *bp = &bps->pool[i];
 
 		if (bp->addr)
-			tp_bp_poke(bps->pid, bp->addr, false, bp->orig[0]);
+			tp_proc_poke_int3(bps->pid, bp->addr, false, bp->orig[0]);
 	}
 	/* A stub no return address points at any more is marked done: a later attach that
 	 * reuses the stubs' area knows it will not run. */

@@ -15,7 +15,7 @@
 
 int tp_cpt_bp_write(struct engine *e, struct tp_abp_ptrace *bp, bool on)
 {
-	return tp_bp_poke(e->pid, bp->addr, on, bp->orig);
+	return tp_proc_poke_int3(e->pid, bp->addr, on, bp->orig);
 }
 
 int tp_cpt_bp_insert(struct engine *e, uint64_t addr, enum bp_kind kind)

@@ -115,7 +115,6 @@ static int take_step_trap(struct tp_proc *p, pid_t tid)
 int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			 const uint64_t args[6], bool others_run, uint64_t *ret)
 {
-	const uint8_t int3 = TP_ARCH_INT3;
 	struct tp_task *t = tp_proc_task_find(p, tid);
 	bool was_held;
 	uint64_t at;
@@ -134,7 +133,7 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 		return r;
 	if (tp_proc_read(pid, at, &orig, 1) != 1)
 		return -EIO;
-	r = tp_proc_write(pid, at, &int3, 1);
+	r = tp_proc_poke_int3(pid, at, true, orig);
 	if (r)
 		return r;
 	if (others_run) {
@@ -154,7 +153,7 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			r = r2;
 	}
 	/* Nothing runs the entry point again: the byte goes back with the others stopped. */
-	r2 = tp_proc_write(pid, at, &orig, 1);
+	r2 = tp_proc_poke_int3(pid, at, false, orig);
 	return r ? r : r2;
 }
 

@@ -1,6 +1,7 @@
 /* Registers and memory of traced tasks: ptrace for registers, process_vm_readv for reads and
  * /proc/PID/mem for writes (it writes into read-only text as a debugger must) and for reads
  * that process_vm_readv refuses (PROT_NONE pages).  One /proc/PID/mem fd is kept per process. */
+#include "arch/arch.h"
 #include "proc/proc-priv.h"
 
 #include <dirent.h>
@@ -298,6 +299,13 @@ static int pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n, bool wr
 int tp_proc_read_pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n)
 {
 	return pieces(pid, pc, n, false);
+}
+
+int tp_proc_poke_int3(pid_t pid, uint64_t addr, bool on, uint8_t orig)
+{
+	uint8_t b = on ? TP_ARCH_INT3 : orig;
+
+	return tp_proc_write(pid, addr, &b, 1);
 }
 
 int tp_proc_write_pieces(pid_t pid, const struct tp_proc_piece *pc, unsigned n)

@@ -164,6 +164,10 @@ int tp_proc_set_siginfo(pid_t tid, const siginfo_t *si);
 ssize_t tp_proc_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 /* Write @len bytes, also into read-only text (through /proc/PID/mem); returns 0 or -errno. */
 int tp_proc_write(pid_t pid, uint64_t addr, const void *buf, size_t len);
+/* Plant the int3 at @addr of @pid (@on), or put back @orig, the byte it replaced: the one
+ * place the tracer writes a breakpoint byte (bp's table and trampoline, count's stepping
+ * breakpoints, the return address of an injected call).  0 or -errno. */
+int tp_proc_poke_int3(pid_t pid, uint64_t addr, bool on, uint8_t orig);
 /* Scattered transfers in one system call (process_vm_readv/writev): @n pieces, at most
  * 1024, each complete or the call fails.  Only pages the process itself may read (or
  * write).  Return 0 or -errno (-EFAULT: some piece was short). */
