@@ -93,6 +93,10 @@ struct tp_agent_ctl {
 	uint32_t pad1;
 	char error[256];
 	uint64_t detach_pc; /* attach: tracepad_agent_detach(), which tracepad calls at the end */
+	/* Written by tracepad at an attach to a launched program stopped at its entry point: the
+	 * instruction at this pc runs before the thread's first trap (the first trapping thread
+	 * counts it and clears the field). */
+	uint64_t handover_pc;
 };
 
 /* Region end test shared by both engines, so they count the same instructions: a region that

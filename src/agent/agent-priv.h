@@ -27,6 +27,9 @@ struct tp_tstate {
 	uint8_t pending_fork;	      /* a fork-like syscall ran since the last trap */
 	uint32_t pending_clone_flags;
 	uint64_t region_ret, region_sp;
+	/* inside a call into libZydis (its finalisers, which the loader runs at exit): stepped
+	 * but not counted until it returns to hidden_ret with the stack at hidden_sp + 8 */
+	uint64_t hidden_ret, hidden_sp;
 	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
 	uint8_t prod_state; /* 0: no ring yet, 1: prod is this thread's ring, 2: none to be had */
 	uint16_t polls;	    /* traps since tracepad was last looked for (attach) */
@@ -63,6 +66,7 @@ struct tp_agent {
 	struct tp_agent_addr *addrs;
 	uint64_t addr_mask;
 	uint64_t text_start, text_end;
+	uint64_t zydis_start, zydis_end; /* libZydis's code, tracepad's as much as the agent's */
 	uint64_t start_pc, stop_pc;
 	uint64_t clone_sites[TP_AGENT_CLONE_SITES];
 	struct tp_abp bps[TP_AGENT_MAX_BPS];
@@ -125,6 +129,9 @@ int tp_agent_gettid(void) TP_HIDDEN;
 int tp_agent_ctl_map(int fd) TP_HIDDEN;
 /* Record the agent's own text range in tp_ag and the control block. */
 void tp_agent_find_text(void) TP_HIDDEN;
+/* [start, end) of the executable segment of the object whose code holds @fn (unchanged when
+ * none does). */
+void tp_agent_text_of(const void *fn, uint64_t *start, uint64_t *end) TP_HIDDEN;
 void tp_agent_fail(const char *msg) TP_HIDDEN;
 struct tp_agent_thread *tp_agent_slot(void) TP_HIDDEN;
 void tp_agent_addr_add(uint64_t pc, uint64_t n) TP_HIDDEN;

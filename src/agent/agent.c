@@ -283,26 +283,36 @@ int tp_agent_ctl_map(int fd)
 
 static int find_text(struct dl_phdr_info *info, size_t size, void *data)
 {
-	uint64_t me = (uint64_t)(uintptr_t)&tp_agent_sync;
+	uint64_t *range = data; /* in: an address of the code; out: [start, end) */
 
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		uint64_t s = info->dlpi_addr + ph->p_vaddr;
 
-		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && me >= s &&
-		    me < s + ph->p_memsz) {
-			tp_ag.text_start = s;
-			tp_ag.text_end = s + ph->p_memsz;
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && range[0] >= s &&
+		    range[0] < s + ph->p_memsz) {
+			range[0] = s;
+			range[1] = s + ph->p_memsz;
 			return 1;
 		}
 	}
 	return 0;
 }
 
+void tp_agent_text_of(const void *fn, uint64_t *start, uint64_t *end)
+{
+	uint64_t range[2] = {(uint64_t)(uintptr_t)fn, 0};
+
+	if (dl_iterate_phdr(find_text, range) == 1) {
+		*start = range[0];
+		*end = range[1];
+	}
+}
+
 void tp_agent_find_text(void)
 {
 	if (!tp_ag.text_start)
-		dl_iterate_phdr(find_text, NULL);
+		tp_agent_text_of(&tp_agent_sync, &tp_ag.text_start, &tp_ag.text_end);
 	tp_ag.ctl->agent_text[0] = tp_ag.text_start;
 	tp_ag.ctl->agent_text[1] = tp_ag.text_end;
 }

@@ -370,12 +370,20 @@ static int syscall_before(struct tp_tstate *ts, ucontext_t *uc, uint64_t pc, uns
  * its first instruction after the clone syscall ran before this trap. */
 static void thread_first_trap(struct tp_tstate *ts, uint64_t pc)
 {
+	uint64_t handover;
+	struct tp_insn in;
+
 	ts->init = 1;
 	tp_thread_start_counting(ts);
 	tp_agent_event(ts, TP_AGENT_EV_COUNTING_BEGIN, pc);
+	/* the launched program's first instruction after the loader ran before this trap */
+	handover = __atomic_exchange_n(&tp_ag.ctl->handover_pc, 0, __ATOMIC_ACQ_REL);
+	if (handover && !decode_at(handover, &in)) {
+		count_insn(ts, handover, &in);
+		return;
+	}
 	for (int i = 0; i < TP_AGENT_CLONE_SITES; i++) {
 		uint64_t site = __atomic_load_n(&tp_ag.clone_sites[i], __ATOMIC_ACQUIRE);
-		struct tp_insn in;
 
 		if (site && !decode_at(site + 2, &in) && site + 2 + in.len == pc) {
 			count_insn(ts, site + 2, &in);
@@ -418,8 +426,19 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 		count_pending(ts);
 
 	for (;;) {
-		uint64_t pc = (uint64_t)g[REG_RIP];
+		uint64_t pc = (uint64_t)g[REG_RIP], sp = (uint64_t)g[REG_RSP];
 
+		if (ts->hidden_sp) {
+			if (!tp_region_returned(pc, sp, ts->hidden_ret, ts->hidden_sp))
+				return;
+			ts->hidden_sp = 0;
+		}
+		if (pc - tp_ag.zydis_start < tp_ag.zydis_end - tp_ag.zydis_start) {
+			/* the program (its loader) called into libZydis: not its work */
+			if (!tp_rt_mem_read(sp, &ts->hidden_ret, 8))
+				ts->hidden_sp = sp;
+			return;
+		}
 		if (pc - tp_ag.text_start < tp_ag.text_end - tp_ag.text_start) {
 			/* the program called into the agent: its code is not counted */
 			if (pc == (uint64_t)(uintptr_t)&tracepad_step_end &&

@@ -41,6 +41,7 @@ int tp_zydis_load(void)
 	zy.nop_fill = dlsym(h, "ZydisEncoderNopFill");
 	if (!zy.encode_abs || !zy.nop_fill) /* the code writer's encoder */
 		return -1;
+	tp_agent_text_of(zy.decode_full, &tp_ag.zydis_start, &tp_ag.zydis_end);
 	return zy.decoder_init && zy.decode_full && zy.calc_abs && zy.mnemonic_string ? 0 : -1;
 }
 

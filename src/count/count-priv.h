@@ -18,8 +18,13 @@ int tp_count_run_dbt(struct tp_count_ctx *c); /* dbt.c */
 int tp_count_attach_ptrace(struct tp_count_ctx *c);
 /* -p PID with the agent, injected into the running process (trapflag.c). */
 int tp_count_attach_trapflag(struct tp_count_ctx *c);
-/* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
- * and return with the program detached (the trapflag engine goes on). */
-int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec);
+/* Launch under ptrace.  With @until_sync, the agent is preloaded: count the start-up
+ * stepped until the agent's sync and return with the program detached (the trapflag engine
+ * goes on).  With @at_entry (whole program, no agent preloaded), count the start-up stepped
+ * up to the program's entry point and return with the program stopped there, attached as
+ * *@at_entry.  A whole-program count by ptrace alone preloads nothing either. */
+struct tp_proc;
+int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec,
+			   struct tp_proc **at_entry);
 
 #endif

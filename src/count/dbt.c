@@ -64,9 +64,6 @@ static void collect(struct tp_count_ctx *c)
 
 int tp_count_run_dbt(struct tp_count_ctx *c)
 {
-	char fdenv[64], preload[4096];
-	char *env[3] = {fdenv, preload, NULL};
-	const char *old = getenv("LD_PRELOAD");
 	int keep[1] = {c->ctl_fd};
 	struct tp_launch l = {0};
 	struct tp_dbt_takeover t = {0};
@@ -85,16 +82,10 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 			 "cannot find tracepad-dbt-rt.so next to the agent (set TRACEPAD_DBT_RT)");
 		return -ENOENT;
 	}
-	/* the same environment as the ptrace engine's, passive agent included, so that the
-	 * program and its loader run the same instructions under both */
+	/* as the ptrace engine's whole-program count: the program's own environment, nothing
+	 * of tracepad mapped by the loader, so that both count the same instructions */
 	c->ctl->mode = TP_AGENT_PASSIVE;
-	if (!c->is_static)
-		c->ctl->flags |= TP_CTL_SYNC | TP_CTL_SYNC2;
-	snprintf(fdenv, sizeof(fdenv), "%s=%d", TP_AGENT_ENV_FD, c->ctl_fd);
-	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s%s%s", c->o->agent, old ? ":" : "",
-		 old ? old : "");
 	l.argv = c->o->argv;
-	l.env_add = c->is_static ? NULL : env;
 	l.keep_fds = keep;
 	l.nkeep_fds = 1;
 	l.cpu = -1;
@@ -104,7 +95,6 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 	if (err)
 		return err;
 	c->pid = tp_proc_pid(p);
-	t.agent = c->is_static ? NULL : c->o->agent;
 	t.ctl_fd = c->ctl_fd;
 	t.ctl_size = c->ctl_size;
 	err = tp_dbt_takeover(p, c->pid, &t, c->error, sizeof(c->error));

@@ -59,7 +59,8 @@ struct engine {
 	uint64_t agent_lo, agent_hi; /* agent text, once known */
 	uint64_t start_pc, stop_pc, api_end_pc;
 	uint64_t sync_pc;
-	bool until_sync; /* trapflag start-up: stop at the agent's sync int3 */
+	bool until_sync;   /* trapflag start-up: stop at the agent's sync int3 */
+	uint64_t entry_pc; /* trapflag start-up without the agent: stop at the program's entry */
 	bool synced;
 	bool stepping_all;	   /* whole program: every thread is counted from the start */
 	pid_t over_tid;		   /* the thread stepping over a breakpoint, others stopped */

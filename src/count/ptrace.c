@@ -148,6 +148,11 @@ static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
 	t->next_pc = NO_PC;
 	if (!t->counting)
 		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
+	if (pc == e->entry_pc) {
+		/* the loader is done: the thread stays stopped for the agent's injection */
+		t->last_pc = NO_PC;
+		return 1;
+	}
 	if (in_agent(e, pc)) {
 		/* the agent's code is not counted; tracepad_step_end() ends an API region */
 		if (e->c->api && pc == e->api_end_pc) {
@@ -442,7 +447,8 @@ static int on_syscall_stop(struct engine *e, struct pthread *t)
 	return advance(e, t, &regs);
 }
 
-/* The event loop; returns 0 when every task is gone (or, until_sync, at the agent's sync). */
+/* The event loop; returns 0 when every task is gone (or, until_sync, at the agent's sync, or
+ * at the program's entry with entry_pc). */
 static int run(struct engine *e)
 {
 	struct tp_count_result *r = e->c->r;
@@ -499,8 +505,6 @@ static int run(struct engine *e)
 			break;
 		case TP_EV_BREAKPOINT:
 			err = on_breakpoint(e, t, &ev);
-			if (err == 1)
-				return 0; /* synced: the trapflag engine takes over */
 			break;
 		case TP_EV_SIGNAL:
 			if (ev.sig == SIGTRAP && ev.si.si_code == SIGTRAP && t->counting) {
@@ -582,6 +586,9 @@ static int run(struct engine *e)
 			err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 			break;
 		}
+		if (err == 1)
+			return 0; /* at the agent's sync or the entry: the trapflag engine takes
+				     over */
 		if (err && err != -ESRCH)
 			return err;
 	}
@@ -598,7 +605,7 @@ static int engine_init(struct engine *e, struct tp_count_ctx *c)
 	e->c = c;
 	e->dc_mask = (1u << 16) - 1;
 	e->dc = calloc(e->dc_mask + 1, sizeof(*e->dc));
-	e->start_pc = e->stop_pc = e->api_end_pc = NO_PC;
+	e->start_pc = e->stop_pc = e->api_end_pc = e->entry_pc = NO_PC;
 	return e->dc ? 0 : -ENOMEM;
 }
 
@@ -623,9 +630,9 @@ static int pin_cpu(void)
 	return sched_setaffinity(0, sizeof(set), &set) ? -1 : cpu;
 }
 
-/* Launch under ptrace; with @until_sync, count the start-up stepped until the agent's sync
- * and return with the program detached (the trapflag engine goes on). */
-int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec)
+/* Launch under ptrace (count-priv.h says how). */
+int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_from_exec,
+			   struct tp_proc **at_entry)
 {
 	char fdenv[64], trenv[64], preload[4096];
 	char *env[4] = {fdenv, preload, NULL, NULL};
@@ -649,7 +656,9 @@ int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_fr
 	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s%s%s", c->o->agent, old ? ":" : "",
 		 old ? old : "");
 	l.argv = c->o->argv;
-	l.env_add = c->is_static ? NULL : env;
+	/* Whole-program counts run the program as it is: its environment, and no agent mapped
+	 * by the loader (whose work for it would be counted as the program's). */
+	l.env_add = c->is_static || at_entry || (step_from_exec && !until_sync) ? NULL : env;
 	if (c->cons) {
 		snprintf(trenv, sizeof(trenv), "%s=%d", TP_AGENT_ENV_TRACE_FD, keep[1]);
 		env[2] = trenv;
@@ -673,17 +682,38 @@ int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_fr
 	}
 	t = thread_get(&e, e.pid);
 	t->counting = step_from_exec;
+	if (!l.env_add)
+		e.synced = true; /* no agent: nothing of it to take out of the counts */
+	if (at_entry && !tp_proc_auxv(e.pid, AT_ENTRY, &e.entry_pc))
+		e.until_sync = true;
+	else if (at_entry)
+		err = -ENOEXEC;
 	if (step_from_exec)
 		snprintf(c->r->start_note, sizeof(c->r->start_note),
 			 "counted from the first instruction after execve (the dynamic loader's "
 			 "entry)");
-	err = tp_proc_get_regs(e.pid, &regs);
+	if (!err)
+		err = tp_proc_get_regs(e.pid, &regs);
 	if (!err && c->is_static && !step_from_exec)
 		err = setup_regions(&e);
 	if (!err)
 		err = advance(&e, t, &regs);
 	if (!err)
 		err = run(&e);
+	else if (err == 1)
+		err = 0; /* already at the entry */
+	if (at_entry && !err && !c->r->exited) {
+		/* at the entry, stopped: the agent is injected from here (trapflag.c) */
+		c->r->have_startup = true;
+		c->r->startup = c->r->total;
+		c->r->control_pc = e.entry_pc;
+		collect(&e);
+		sched_setaffinity(e.pid, sizeof(orig), &orig);
+		sched_setaffinity(0, sizeof(orig), &orig);
+		*at_entry = e.proc;
+		e.proc = NULL;
+		goto out;
+	}
 	if (until_sync && !err && e.synced) {
 		/* hand over: the start-up goes to the main thread */
 		c->r->have_startup = true;
@@ -718,7 +748,7 @@ int tp_count_run_ptrace(struct tp_count_ctx *c)
 	 * its own code range is known */
 	if (c->ctl && !c->is_static)
 		c->ctl->flags |= TP_CTL_SYNC | TP_CTL_SYNC2;
-	return tp_count_launch_ptrace(c, false, c->whole);
+	return tp_count_launch_ptrace(c, false, c->whole, NULL);
 }
 
 /* -p PID: count a running process until it exits or tracepad is interrupted. */

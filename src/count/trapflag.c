@@ -90,12 +90,42 @@ static uint64_t agent_total(struct tp_count_ctx *c)
 	return total;
 }
 
+static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, char *agent,
+			uint64_t *detach_pc);
+static int set_tf_all(struct tp_proc *p, bool on);
+
+/* A whole program: its start-up stepped by ptrace up to its entry point with nothing of
+ * tracepad in it, then the agent injected there (its loading is not the program's work)
+ * and TF set; the program is let go, counted from its first instruction after the loader.
+ * Returns with the program running, or -errno with c->error set. */
+static int launch_to_entry(struct tp_count_ctx *c)
+{
+	char agent[PATH_MAX];
+	uint64_t detach_pc;
+	struct tp_proc *p = NULL;
+	int err = tp_count_launch_ptrace(c, false, true, &p);
+
+	if (err || !p)
+		return err;
+	c->ctl->handover_pc = c->r->control_pc;
+	err = agent_attach(c, p, agent, &detach_pc);
+	if (err) {
+		/* the program goes on uncounted, as without tracepad */
+		set_tf_all(p, false);
+		tp_proc_detach(p);
+		return err;
+	}
+	return tp_proc_detach(p);
+}
+
 int tp_count_run_trapflag(struct tp_count_ctx *c)
 {
 	struct tp_count_result *r = c->r;
 	pid_t pid;
 	double t0 = tp_count_now();
 	int st = 0, err;
+	/* --trace needs the agent's rings from its start: it is preloaded then */
+	bool to_entry = c->whole && !c->o->no_startup && !c->cons;
 
 	if (c->is_static) {
 		snprintf(c->error, sizeof(c->error),
@@ -105,11 +135,12 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 		return -EINVAL;
 	}
 	c->ctl->mode = TP_AGENT_COUNT;
-	if (c->whole && !c->o->no_startup)
+	if (c->whole && !c->o->no_startup && !to_entry)
 		c->ctl->flags |= TP_CTL_SYNC;
 	/* with SYNC, the start-up is stepped by ptrace until the agent's int3; otherwise the
 	 * program is let go at its first instruction */
-	err = tp_count_launch_ptrace(c, true, c->whole && !c->o->no_startup);
+	err = to_entry ? launch_to_entry(c)
+		       : tp_count_launch_ptrace(c, true, c->whole && !c->o->no_startup, NULL);
 	if (err)
 		return err;
 	pid = c->pid;
@@ -164,9 +195,10 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 	collect(c, pid);
 	if (r->have_startup)
 		snprintf(r->start_note, sizeof(r->start_note),
-			 "the first %llu instructions (from execve to the agent's constructor) "
-			 "were counted by ptrace stepping",
-			 (unsigned long long)r->startup);
+			 "the first %llu instructions (from execve to %s) were counted by "
+			 "ptrace stepping",
+			 (unsigned long long)r->startup,
+			 to_entry ? "the program's entry point" : "the agent's constructor");
 	return 0;
 }
 

@@ -2,7 +2,10 @@
 """e2e: programs nobody here wrote (Debian's coreutils, stripped: no .symtab).  Whole-program
 counts under both engines with the output unchanged (/bin/true, /bin/ls /); trapflag reports
 its ptrace-stepped `startup` and where it took over; --start main agrees between the
-engines; the agent's own code is never counted (--by object names no tracepad object)."""
+engines; nothing of tracepad is counted (--by object names no tracepad or Zydis object): the
+ptrace engine maps nothing into a whole program, and the trapflag engine injects its agent at
+the program's entry point, so that the two agree on every object but the dynamic loader and
+libc, where the injection leaves a footprint of a few hundred instructions."""
 import os
 import shutil
 import sys
@@ -25,8 +28,8 @@ def no_agent_objects(rep, what):
     h = rep.get("histogram") or {}
     keys = [e.get("key", "") for e in h.get("entries", [])]
     c.ok(h.get("by") == "object" and keys, what + ": histogram by object", h)
-    c.ok(not any("tracepad" in k for k in keys), what + ": no instruction of tracepad's agent",
-         keys)
+    c.ok(not any("tracepad" in k or "Zydis" in k for k in keys),
+         what + ": no instruction of tracepad's agent or of its libZydis", keys)
     c.ok(any("libc.so" in k for k in keys), what + ": libc's instructions are counted", keys)
     c.eq(sum(e.get("count", 0) for e in h.get("entries", [])), rep["instructions"],
          what + ": the histogram covers every counted instruction")
@@ -60,29 +63,44 @@ if "trapflag" in whole:
             "ptrace before the agent took over, and where", st):
         c.ok(st["instructions"] < whole["trapflag"]["instructions"],
              "trapflag whole program: startup is part of the total", whole["trapflag"])
+
+
+def agree_but_injection(trap, ptr, what):
+    """tracepad runs programs without ASLR: the same program counted from its first
+    instruction gives the same counts, object by object, except in the dynamic loader and
+    libc, which the trapflag engine's injected dlopen of the agent leaves in another state
+    (malloc's heap, _dl_fini's list of objects): a few hundred instructions, INTERNALS.md
+    "Counts without tracepad"."""
+    h = [{e["key"]: e["count"] for e in r["histogram"]["entries"]} for r in (trap, ptr)]
+    for k in sorted(set(h[0]) | set(h[1])):
+        if "ld-linux" in k or "libc.so" in k:
+            d = h[0].get(k, 0) - h[1].get(k, 0)
+            c.ok(abs(d) < 1000, "%s: %s differs only by the agent's injection" % (what, k), d)
+        else:
+            c.eq(h[0].get(k), h[1].get(k), "%s: engines agree exactly on %s" % (what, k))
+
+
 if len(whole) == 2:
-    # tracepad runs programs without ASLR, both engines preload the agent and exclude its
-    # code: the same program counted from its first instruction gives the same count.
-    a, b = whole["ptrace"]["instructions"], whole["trapflag"]["instructions"]
-    c.eq(b, a, "/bin/true whole program: engines agree exactly")
+    agree_but_injection(whole["trapflag"], whole["ptrace"], "/bin/true whole program")
 
 # /bin/ls / under trapflag: the output is unchanged.
 argv = [ls, "/"]
 nat = native(argv)
 what = "trapflag /bin/ls / whole program"
-r = count(argv, engine="trapflag")
+r = count(argv, engine="trapflag", by="object")
 rep = c.report(r, what, "trapflag", None)
 c.same_as_native(r, nat, what)
 if rep:
     c.ok(rep["instructions"] > 100000, what + ": counted", rep["instructions"])
     c.ok(isinstance(rep["startup"], dict), what + ": startup reported", rep["startup"])
+    no_agent_objects(rep, what)
     what = "ptrace /bin/ls / whole program"
-    r = count(argv, engine="ptrace")
+    r = count(argv, engine="ptrace", by="object")
     rep2 = c.report(r, what, "ptrace", None)
     c.same_as_native(r, nat, what)
     if rep2:
-        c.eq(rep2["instructions"], rep["instructions"], "/bin/ls / whole program: engines agree "
-             "exactly")
+        no_agent_objects(rep2, what)
+        agree_but_injection(rep, rep2, "/bin/ls / whole program")
 
 # --start main on stripped programs: main found without .symtab, and the engines agree.
 # true's main is 4 instructions when argc != 2 (cmp, je, xor, ret); the others set the locale
