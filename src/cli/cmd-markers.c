@@ -167,7 +167,7 @@ static int do_record(const char *glob, const char *dir, char **argv)
 			"tracepad markers: %s: no tracepoints (a library it loads may have "
 			"some)\n",
 			path);
-	ret = tp_markers_record_launch(dir, &s, glob, argv, msg, sizeof(msg));
+	ret = tp_markers_record_launch(dir, &s, glob, argv, &tp_cli_interrupted, msg, sizeof(msg));
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 out:
@@ -185,7 +185,7 @@ static int do_record_pid(pid_t pid, const char *glob, const char *dir, double du
 		ret = proc_error("read its memory", pid, err);
 	else
 		ret = tp_markers_record_pid(pid, &s, tp_markers_read_process, glob, dir, duration,
-					    msg, sizeof(msg));
+					    &tp_cli_interrupted, msg, sizeof(msg));
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 	tp_markers_sites_free(&s);
@@ -257,6 +257,8 @@ int cmd_markers(int argc, char **argv)
 			REFUSE("record: give either -p PID or a PROGRAM, not both");
 		if (duration && !pid)
 			REFUSE("record: --duration goes with -p PID");
+		/* from here on SIGINT, SIGTERM, SIGHUP and SIGPIPE end the recording */
+		tp_cli_catch_signals();
 		if (pid)
 			return do_record_pid(pid, glob ? glob : "*", dir, duration);
 		if (optind >= argc)

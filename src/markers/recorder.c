@@ -338,25 +338,15 @@ int tp_markers_rec_close(struct tp_markers_recorder *r, bool release, char *errb
 
 /* @prog as execvp would find it, for reading its notes. */
 
-static volatile sig_atomic_t record_stop;
-
-/* SIGINT, SIGTERM, SIGHUP, SIGPIPE end the recording: the trace is flushed and closed, the
- * program runs on to its own end (its rings, with nobody reading them, discard). */
-static void record_interrupt(int sig)
-{
-	record_stop = sig;
-}
-
 int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *known,
-			     const char *glob, char **argv, char *errbuf, size_t errlen)
+			     const char *glob, char **argv, volatile sig_atomic_t *stop,
+			     char *errbuf, size_t errlen)
 {
 	struct tp_trace_ring_opts ropts = {
 	    .nr_rings = TP_MARKERS_RINGS,
 	    .flags = TP_TRACE_NO_LOSS,
 	    .wait_ns = 1000000000ull, /* a stalled tracepad must not hang the program */
 	};
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-	struct sigaction sa = {.sa_handler = record_interrupt}, old[4];
 	struct tp_markers_recorder r = {.ctl_fd = -1};
 	int err, ret = 2, st = 0, fd;
 	pid_t pid;
@@ -386,10 +376,6 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 		fprintf(stderr, "tracepad markers: record: %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	record_stop = 0;
-	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 4; i++)
-		sigaction(sigs[i], &sa, &old[i]);
 	for (;;) {
 		pid_t w = waitpid(pid, &st, WNOHANG);
 
@@ -399,19 +385,17 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 			tp_err("record: waitpid: %s", strerror(errno));
 			break;
 		}
-		if (w || record_stop)
+		if (w || *stop)
 			break;
 		if ((err = tp_markers_rec_poll(&r, false)))
 			tp_warn("record: %s", strerror(-err));
 		usleep(20000);
 	}
-	for (int i = 0; i < 4; i++)
-		sigaction(sigs[i], &old[i], NULL);
 	/* everything committed reaches the trace, even if the program was killed */
 	if (tp_markers_rec_close(&r, false, errbuf, errlen))
 		goto out;
-	if (record_stop)
-		ret = 128 + record_stop; /* the program's status is not ours to know */
+	if (*stop)
+		ret = 128 + *stop; /* the program's status is not ours to know */
 	else if (WIFEXITED(st))
 		ret = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))

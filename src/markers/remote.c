@@ -30,13 +30,6 @@
 
 static const uint8_t nop5[5] = TP_ARCH_NOP5;
 
-static volatile sig_atomic_t record_stop;
-
-static void record_interrupt(int sig)
-{
-	record_stop = sig;
-}
-
 void tp_markers_sites_free(struct tp_markers_sites *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
@@ -371,12 +364,16 @@ out:
 }
 
 /* Refuse a process recorded by a tracepad still alive (a launched program's session has no
- * tracer pid); a stop request not yet acted on is no obstacle.  0 or the exit status. */
+ * tracer pid).  A request not yet acted on with no tracer is a stop (the runtime acts on
+ * requests at its points' events, and the stop disabled them): no obstacle, whatever
+ * session it would end.  0 or the exit status. */
 static int check_free(pid_t pid, const struct tp_markers_remote *rm, char *errbuf, size_t errlen)
 {
 	bool alive = rm->tracer_pid > 0 && (!kill(rm->tracer_pid, 0) || errno == EPERM);
+	bool stopping = rm->req != rm->done && rm->tracer_pid <= 0;
 
-	if ((rm->session && (!rm->tracer_pid || alive)) || (rm->req != rm->done && alive)) {
+	if ((rm->session && !stopping && (!rm->tracer_pid || alive)) ||
+	    (rm->req != rm->done && alive)) {
 		ERRMSG("record: -p %d: the process is being recorded already", (int)pid);
 		return 2;
 	}
@@ -427,14 +424,15 @@ enum record_end { END_ASKED, END_GONE, END_FAILED };
 /* Drain until SIGINT/SIGTERM, @duration, the process's exit, or libtracepad's report that it
  * could not take the memfds. */
 static enum record_end record_pid_wait(pid_t pid, uint64_t remote, struct tp_markers_recorder *r,
-				       double duration, char *errbuf, size_t errlen)
+				       double duration, volatile sig_atomic_t *stop, char *errbuf,
+				       size_t errlen)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	enum record_end end = END_ASKED;
 	struct timespec t0, now;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (!record_stop) {
+	while (!*stop) {
 		struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
 		struct tp_markers_remote rm;
 		int err;
@@ -466,14 +464,12 @@ static enum record_end record_pid_wait(pid_t pid, uint64_t remote, struct tp_mar
 }
 
 int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read_fn read_process,
-			  const char *glob, const char *dir, double duration, char *errbuf,
-			  size_t errlen)
+			  const char *glob, const char *dir, double duration,
+			  volatile sig_atomic_t *stop, char *errbuf, size_t errlen)
 {
 	/* A running process never waits for tracepad (which may die without telling it): a
 	 * full ring discards, and the trace counts it. */
 	struct tp_trace_ring_opts ropts = {.nr_rings = TP_MARKERS_RINGS, .nr_subbufs = 8};
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-	struct sigaction sa = {.sa_handler = record_interrupt}, old[4];
 	struct tp_markers_remote rm;
 	struct tp_markers_recorder r = {.ctl_fd = -1};
 	char closeerr[256];
@@ -499,17 +495,11 @@ int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read
 	if ((ret = record_pid_start(pid, remote, &rm, &r, s, glob, &ours, &refused, read_process,
 				    errbuf, errlen)))
 		goto out;
-	/* Caught until the session is stopped: a second Ctrl-C must not cut that short. */
-	record_stop = 0;
-	sigemptyset(&sa.sa_mask);
-	for (int i = 0; i < 4; i++)
-		sigaction(sigs[i], &sa, &old[i]);
-	end = record_pid_wait(pid, remote, &r, duration, errbuf, errlen);
+	/* The caller's handlers only set *@stop: a second Ctrl-C does not cut the stop short. */
+	end = record_pid_wait(pid, remote, &r, duration, stop, errbuf, errlen);
 	if (end != END_GONE && (err = record_pid_stop(pid, remote, ours, read_process)) &&
 	    err != -ESRCH)
 		tp_warn("record: -p %d: stopping: %s", (int)pid, strerror(-err));
-	for (int i = 0; i < 4; i++)
-		sigaction(sigs[i], &old[i], NULL);
 	ret = tp_markers_rec_close(&r, end != END_GONE, closeerr, sizeof(closeerr)) ? 1 : 0;
 	if (ret && end == END_FAILED) /* two errors: the first in @errbuf */
 		tp_err("%s", closeerr);

@@ -71,18 +71,23 @@ int tp_markers_switch(pid_t pid, struct tp_markers_sites *s, const char *glob, b
 /* A trace being recorded from libtracepad's rings and control table (src/markers/ctl.h). */
 struct tp_markers_recorder;
 
-/* Record the points matching @glob of a launched program (@argv, execvp'd): its exit
- * status as a shell gives it; 2 after a failure with @err set (if the failure was not the
- * program's).  @known: the sites at rest, to name classes (may be empty). */
+/* Record the points matching @glob of a launched program (@argv, execvp'd) until it ends
+ * or *@stop becomes non-zero (the caller's signal handlers set it to the signal: the trace
+ * is closed, the program runs on to its own end, its rings discarding): its exit status as
+ * a shell gives it (128 + *@stop when stopped); 2 after a failure with @err set (if the
+ * failure was not the program's).  @known: the sites at rest, to name classes (may be
+ * empty). */
 int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *known,
-			     const char *glob, char **argv, char *err, size_t errlen);
+			     const char *glob, char **argv, volatile sig_atomic_t *stop, char *err,
+			     size_t errlen);
 
-/* Record the points matching @glob of running process @pid (its sites in @s) until SIGINT,
- * SIGTERM, @duration seconds (0: none) or its exit, through libtracepad's remote channel;
- * the points enabled for it are disabled again.  Returns the exit status: 0, 1 when sites
- * were refused or the trace could not be completed, 2 with @err set on failure. */
+/* Record the points matching @glob of running process @pid (its sites in @s) until *@stop
+ * becomes non-zero, @duration seconds (0: none) or its exit, through libtracepad's remote
+ * channel; the points enabled for it are disabled again.  Returns the exit status: 0, 1
+ * when sites were refused or the trace could not be completed, 2 with @err set on
+ * failure. */
 int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read_fn read_sites,
-			  const char *glob, const char *dir, double duration, char *err,
-			  size_t errlen);
+			  const char *glob, const char *dir, double duration,
+			  volatile sig_atomic_t *stop, char *err, size_t errlen);
 
 #endif

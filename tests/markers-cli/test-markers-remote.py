@@ -141,7 +141,12 @@ try:
     rec = subprocess.Popen([tp, "markers", "record", "-p", str(pid), "-e", "mc_lib",
                             "--trace", d2], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
-    time.sleep(0.7)
+    # Ctrl-C once the recording is under way (mc_lib enabled), however slow the machine
+    deadline = time.monotonic() + 30
+    while (rec.poll() is None and time.monotonic() < deadline and
+           states(pid).get("mc_lib") != {("enabled", "point:on")}):
+        time.sleep(0.05)
+    time.sleep(0.5)
     rec.send_signal(signal.SIGINT)
     out, err = rec.communicate(timeout=30)
     dr, evs = dump(d2)
