@@ -532,9 +532,8 @@ static int run(struct engine *e)
 			err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 			break;
 		case TP_EV_CLONE:
-			n = thread_get(e, ev.new_tid);
-			t = thread_get(e, ev.tid); /* the table may have moved */
-			if (!n || !t)
+			n = thread_get(e, ev.new_tid); /* records stay put as the table grows */
+			if (!n)
 				return -ENOMEM;
 			n->counting = t->counting;
 			if (n->counting) {

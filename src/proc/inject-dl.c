@@ -80,18 +80,9 @@ static int take_step_trap(struct tp_proc *p, pid_t tid)
 		return 0;
 	r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
 	while (!r) {
-		r = tp_proc_inject_wait(p, &ev);
+		r = tp_proc_inject_wait_task(p, tid, &ev);
 		if (r)
 			break;
-		if (ev.tid != tid) {
-			r = tp_proc_inject_defer(p, &ev);
-			continue;
-		}
-		if (ev.kind == TP_EV_EXIT || ev.kind == TP_EV_EXITED) {
-			tp_proc_inject_defer(p, &ev);
-			r = -ESRCH;
-			break;
-		}
 		if (ev.kind != TP_EV_SIGNAL) {
 			r = -EIO;
 			break;

@@ -60,6 +60,20 @@ int tp_proc_inject_wait(struct tp_proc *p, struct tp_event *ev)
 	return r;
 }
 
+int tp_proc_inject_wait_task(struct tp_proc *p, pid_t tid, struct tp_event *ev)
+{
+	int r;
+
+	while (!(r = tp_proc_inject_wait(p, ev)) && ev->tid != tid)
+		if ((r = tp_proc_inject_defer(p, ev)))
+			return r;
+	if (!r && (ev->kind == TP_EV_EXIT || ev->kind == TP_EV_EXITED)) {
+		tp_proc_inject_defer(p, ev);
+		r = -ESRCH;
+	}
+	return r;
+}
+
 /* After a signal stop of @tid, held back by an operation of this module: resume it as the
  * operation does.  The stop may be one reported before the operation resumed @tid (a
  * signal that came as tracepad attached, queued since): @tid then runs already, and goes on
@@ -134,15 +148,9 @@ static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 	if (r)
 		return r;
 	for (;;) {
-		r = tp_proc_inject_wait(p, &ev);
+		r = tp_proc_inject_wait_task(p, tid, &ev);
 		if (r)
 			return r;
-		if (ev.tid != tid) {
-			r = tp_proc_inject_defer(p, &ev);
-			if (r)
-				return r;
-			continue;
-		}
 		switch (ev.kind) {
 		case TP_EV_STEP:
 			return 0;
@@ -153,10 +161,6 @@ static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 			if (r)
 				return r;
 			continue;
-		case TP_EV_EXITED:
-		case TP_EV_EXIT:
-			tp_proc_inject_defer(p, &ev);
-			return -ESRCH;
 		case TP_EV_SIGNAL:
 			/* The signal stop came before the step ran: step again. */
 			{
@@ -190,13 +194,9 @@ static int syscall_stop(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 	int r = tp_proc_resume(p, tid, TP_RESUME_SYSCALL, 0);
 
 	while (!r) {
-		r = tp_proc_inject_wait(p, &ev);
+		r = tp_proc_inject_wait_task(p, tid, &ev);
 		if (r)
 			break;
-		if (ev.tid != tid) {
-			r = tp_proc_inject_defer(p, &ev);
-			continue;
-		}
 		switch (ev.kind) {
 		case TP_EV_SYSCALL:
 			return 0;
@@ -208,10 +208,6 @@ static int syscall_stop(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 			*stopped |= unstop(p, tid);
 			r = resume_unless_running(p, tid, TP_RESUME_SYSCALL);
 			break;
-		case TP_EV_EXIT:
-		case TP_EV_EXITED:
-			tp_proc_inject_defer(p, &ev);
-			return -ESRCH;
 		default:
 			return -EIO;
 		}
@@ -312,13 +308,9 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	if (!r)
 		r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
 	while (!r) {
-		r = tp_proc_inject_wait(p, &ev);
+		r = tp_proc_inject_wait_task(p, tid, &ev);
 		if (r)
 			break;
-		if (ev.tid != tid) {
-			r = tp_proc_inject_defer(p, &ev);
-			continue;
-		}
 		if (ev.kind == TP_EV_SIGNAL && ev.si.si_code > 0 && ev.sig != SIGCHLD) {
 			/* A fault of the function itself (it needed something not set up
 			 * yet): give up, nothing of it reaches the program. */
@@ -334,11 +326,6 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			stopped |= unstop(p, tid);
 			r = resume_unless_running(p, tid, TP_RESUME_CONT);
 			continue;
-		}
-		if (ev.kind == TP_EV_EXIT || ev.kind == TP_EV_EXITED) {
-			tp_proc_inject_defer(p, &ev);
-			r = -ESRCH;
-			break;
 		}
 		if (ev.kind != TP_EV_BREAKPOINT || tp_proc_get_regs(tid, &regs)) {
 			r = -EIO;

@@ -15,6 +15,9 @@ int tp_proc_inject_defer(struct tp_proc *p, const struct tp_event *ev);
 void tp_proc_inject_flush(struct tp_proc *p);
 /* tp_proc_wait() that finishes before the tracer's own signals are looked at (-EINTR). */
 int tp_proc_inject_wait(struct tp_proc *p, struct tp_event *ev);
+/* The next event of task @tid, the other tasks' held: 0, or -ESRCH once @tid exits (that
+ * event held too, for the event loop), or -errno. */
+int tp_proc_inject_wait_task(struct tp_proc *p, pid_t tid, struct tp_event *ev);
 
 /* Single-step @tid once and wait for its stop; other tasks' events are held.  A signal for
  * @tid that comes first is held back into *@held (re-send it with tgkill once done) and the
