@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""kill -9 of tracepad (issue 14): the process the user started is SIGKILLed while it traces.
+
+- calls -p, count -p (ptrace engine) and count -p (trapflag engine) on one 4-thread program
+  (kill9: a hash, a recursion, malloc, a signal handler, each result checked), 20 cycles each:
+  start tracepad, SIGKILL it at work (every fifth cycle as soon as it started, maybe in the
+  middle of its attach), and check each time that its tracer process (the child it forked,
+  whose parent death signal ends the tracing) ended by itself, detached, with its report; that
+  the program lives on, untraced, its text byte-identical to before the first cycle
+  (/proc/PID/mem over its r-x mappings).  At the end the program's own checks all held.
+- The launched forms (calls, count with both engines): tracepad SIGKILLed while it traces;
+  the program runs to its own end (this script is its subreaper) with its own output and
+  exit status 0."""
+import ctypes
+import os
+import random
+import select
+import signal
+import subprocess
+import tempfile
+import time
+import shutil
+
+import tpe2e
+
+TRACEPAD = tpe2e.TRACEPAD
+PROG = tpe2e.target("kill9")
+CYCLES = 20
+c = tpe2e.Tap("kill9")
+tmp = tempfile.mkdtemp(prefix="tp-kill9-")
+rnd = random.Random(9)
+
+# Orphans (tracepad's tracer process, launched programs) become our children: their exit
+# status is seen.
+PR_SET_CHILD_SUBREAPER = 36
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def readline(f, timeout):
+    buf = b""
+    end = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([f], [], [], left)[0]:
+            break
+        b = os.read(f.fileno(), 1)
+        if not b:
+            break
+        buf += b
+    return buf.decode(errors="replace")
+
+
+def reap(pid, timeout=60):
+    """Exit status of our child or adopted orphan @pid (as subprocess gives it), or None."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            got, st = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return os.waitstatus_to_exitcode(st)
+        time.sleep(0.01)
+    return None
+
+
+def wait_for(cond, timeout=30):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def text(pid):
+    """{(start, end, path): bytes} of the r-x mappings of @pid."""
+    out = {}
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            f = line.split()
+            if len(f) < 5 or not f[1].startswith("r-x"):
+                continue
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except OSError:
+                data = None
+            out[(lo, hi, f[5] if len(f) > 5 else "")] = data
+    return out
+
+
+def changed_text(before, pid):
+    after = text(pid)
+    return [k[2] or hex(k[0]) for k, v in before.items() if after.get(k) != v]
+
+
+def tracers(pid):
+    """TracerPid of every thread of @pid."""
+    out = []
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except FileNotFoundError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith("TracerPid:"):
+                        out.append(int(line.split()[1]))
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def maps_ctl(pid):
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return "memfd:tracepad-ctl" in f.read()
+    except OSError:
+        return False
+
+
+def at_work(kind, pid, tp, out):
+    """tracepad's tracer process (tp's child) is tracing @pid: every thread traced by it
+    (calls: with lines written), or (trapflag) the agent counting with the control block."""
+    def ready():
+        kids = children(tp.pid)
+        if len(kids) != 1:
+            return False
+        if kind.startswith("count --engine trapflag"):
+            return maps_ctl(pid) and set(tracers(pid)) == {0}
+        return set(tracers(pid)) == {kids[0]} and (
+            not kind.startswith("calls") or (os.path.exists(out) and os.path.getsize(out) > 0))
+    return wait_for(lambda: tp.poll() is not None or ready(), 60) and tp.poll() is None
+
+
+ATTACH = (
+    ("calls -p", ["calls", "-o", "{out}"]),
+    ("count --engine ptrace -p", ["count", "--engine", "ptrace", "-o", "{out}"]),
+    ("count --engine trapflag -p", ["count", "--engine", "trapflag", "-o", "{out}"]),
+)
+
+for kind, args in ATTACH:
+    prog = subprocess.Popen([PROG], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first = readline(prog.stdout, 20)
+    if not c.check(first == "pid %d\n" % prog.pid, kind + ": the target runs", first):
+        prog.kill()
+        prog.wait()
+        continue
+    pid = prog.pid
+    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 5)
+    before = text(pid)
+    bad_tracer, bad_prog, reports = [], [], 0
+    for i in range(CYCLES):
+        out = os.path.join(tmp, "%s-%d" % (kind.split()[0], i))
+        tp = subprocess.Popen([TRACEPAD] + [a.replace("{out}", out) for a in args] +
+                              ["-p", str(pid)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        early = i % 5 == 0
+        if early:
+            time.sleep(rnd.uniform(0, 0.05))
+            working = False
+        else:
+            working = at_work(kind, pid, tp, out)
+            time.sleep(rnd.uniform(0.02, 0.2))
+        inner = children(tp.pid)
+        os.kill(tp.pid, signal.SIGKILL)
+        rc = tp.wait()
+        err = tp.stderr.read().decode(errors="replace")
+        st = reap(inner[0]) if inner else 0
+        # An early kill may come before the fork (nothing started) or in the attach (given
+        # up, status 2); a kill at work ends with a detach and the report (status 0).
+        if rc != -signal.SIGKILL or (not early and not working) or st is None or st < 0 or \
+                (not early and st != 0):
+            bad_tracer.append((i, early, working, rc, inner, st, err[-300:]))
+        elif not early:
+            with open(out) as f:
+                rep = f.read()
+            reports += ("detached" in rep) if kind.startswith("count") else len(rep) > 0
+        # a breakpoint or a trap flag left behind would kill the program at once
+        time.sleep(0.05)
+        alive = prog.poll() is None
+        state = (tracers(pid), changed_text(before, pid)) if alive else None
+        if not alive or set(state[0]) != {0} or state[1]:
+            bad_prog.append((i, early, alive, state))
+            if not alive:
+                break
+    c.eq(bad_tracer, [], "%s: %d SIGKILLs of tracepad, each time its tracer process ended by "
+         "itself" % (kind, CYCLES))
+    c.eq(reports, CYCLES - CYCLES // 5,
+         "%s: the tracer killed at work wrote its report every time" % kind)
+    c.eq(bad_prog, [], "%s: after each SIGKILL the program runs on, untraced, its text "
+         "byte-identical to before" % kind)
+    if prog.poll() is None:
+        rest = prog.communicate(b"\n", timeout=120)[0].decode(errors="replace")
+    else:
+        rest = prog.stdout.read().decode(errors="replace")
+    c.check(prog.returncode == 0 and rest.startswith("ok: "),
+            kind + ": the program's own checks all held at its end", (prog.returncode, rest))
+
+
+# ---- launched: the program runs to its own end ----
+
+ROUNDS = 400
+EXPECTED = "ok: %d rounds each, %d signals handled of %d, 0 bad\n" % (ROUNDS, ROUNDS, ROUNDS)
+LAUNCH = (
+    ("calls", ["calls", "-o", "{out}"]),
+    ("count --engine ptrace --start k9_hash",
+     ["count", "--engine", "ptrace", "--start", "k9_hash", "-o", "{out}"]),
+    ("count --start k9_hash", ["count", "--start", "k9_hash", "-o", "{out}"]),
+)
+for kind, args in LAUNCH:
+    out = os.path.join(tmp, "launch-" + kind.split()[0])
+    tp = subprocess.Popen([TRACEPAD] + [a.replace("{out}", out) for a in args] +
+                          ["--", PROG, str(ROUNDS)], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = readline(tp.stdout, 120)
+    pid = int(first.split()[1]) if first.startswith("pid ") else 0
+    inner = children(tp.pid)
+    if kind.startswith("count --start"):
+        # the agent steps it, with the control block: nothing ptraces it
+        traced = pid and wait_for(lambda: maps_ctl(pid) and set(tracers(pid)) == {0}, 30)
+    else:
+        traced = pid and wait_for(lambda: set(tracers(pid)) == set(inner), 30)
+    time.sleep(0.1)
+    running = pid and os.path.exists("/proc/%d" % pid) and len(inner) == 1
+    os.kill(tp.pid, signal.SIGKILL)
+    rc = tp.wait()
+    st_inner = reap(inner[0]) if inner else None
+    rest = tp.stdout.read().decode(errors="replace")
+    st = reap(pid, 180) if pid else None
+    c.check(rc == -signal.SIGKILL and running and traced and st_inner == 128 + signal.SIGTERM,
+            "%s -- kill9: tracepad SIGKILLed while tracing, its tracer ended by itself" % kind,
+            "rc %r pid %r running %r traced %r inner %r %r" % (rc, pid, running, traced, inner,
+                                                               st_inner))
+    c.eq((st, rest), (0, EXPECTED),
+         "%s -- kill9: the program ran to its own end, with its own output and status" % kind)
+
+shutil.rmtree(tmp, ignore_errors=True)
+c.done()
