@@ -8,6 +8,8 @@
   whose parent death signal ends the tracing) ended by itself, detached, with its report; that
   the program lives on, untraced, its text byte-identical to before the first cycle
   (/proc/PID/mem over its r-x mappings).  At the end the program's own checks all held.
+- markers record -p on a program with a static tracepoint, 5 cycles: the tracer process ends
+  the session (the trace written, the points disabled: the text byte-identical again).
 - The launched forms (calls, count with both engines): tracepad SIGKILLed while it traces;
   the program runs to its own end (this script is its subreaper) with its own output and
   exit status 0."""
@@ -208,6 +210,76 @@ for kind, args in ATTACH:
         rest = prog.stdout.read().decode(errors="replace")
     c.check(prog.returncode == 0 and rest.startswith("ok: "),
             kind + ": the program's own checks all held at its end", (prog.returncode, rest))
+
+
+# ---- markers record -p: the session ends, its points disabled ----
+
+def memfd_inodes(pid):
+    out = set()
+    try:
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            path = "/proc/%d/fd/%s" % (pid, fd)
+            if os.readlink(path).startswith("/memfd:tracepad-trace"):
+                out.add(os.stat(path).st_ino)
+    except OSError:
+        pass
+    return out
+
+
+def maps_inode(pid, inodes):
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return any(len(l.split()) > 4 and int(l.split()[4]) in inodes for l in f)
+    except OSError:
+        return False
+
+
+def sigwork_expected(rounds, threads):
+    s = 0
+    for k in range(threads):
+        for i in range(rounds):
+            n = i % 50 + k
+            s += n * (n + 1) // 2
+    return "rounds %d threads %d sum %d\n" % (rounds, threads, s)
+
+
+SW_ROUNDS, SW_CYCLES = 600, 5
+prog = subprocess.Popen([tpe2e.target("sigwork"), str(SW_ROUNDS), "4"], stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+first = readline(prog.stdout, 20)
+if c.check(first == "ready %d\n" % prog.pid, "markers record -p: the target runs", first):
+    pid = prog.pid
+    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 4)
+    before = text(pid)
+    bad = []
+    for i in range(SW_CYCLES):
+        out = os.path.join(tmp, "markers-%d" % i)
+        tp = subprocess.Popen([TRACEPAD, "markers", "record", "--trace", out, "-p", str(pid)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+        # at work once the program maps the rings of tracepad's tracer process
+        working = wait_for(lambda: tp.poll() is not None or (
+            len(children(tp.pid)) == 1 and
+            maps_inode(pid, memfd_inodes(children(tp.pid)[0]))), 30) and tp.poll() is None
+        time.sleep(rnd.uniform(0.02, 0.2))
+        inner = children(tp.pid)
+        os.kill(tp.pid, signal.SIGKILL)
+        rc = tp.wait()
+        st = reap(inner[0]) if inner else None
+        time.sleep(0.05)
+        alive = prog.poll() is None
+        state = (tracers(pid), changed_text(before, pid)) if alive else None
+        if rc != -signal.SIGKILL or not working or st != 0 or \
+                not os.path.exists(os.path.join(out, "metadata")) or not alive or \
+                set(state[0]) != {0} or state[1]:
+            bad.append((i, rc, working, st, alive, state,
+                        tp.stderr.read().decode(errors="replace")[-300:]))
+    c.eq(bad, [], "markers record -p: %d SIGKILLs of tracepad, each time its tracer process "
+         "ended the session with its trace, the program's points disabled again (text "
+         "byte-identical), the program untraced" % SW_CYCLES)
+    rest = prog.communicate(timeout=120)[0].decode(errors="replace")
+    c.eq((prog.returncode, rest), (0, sigwork_expected(SW_ROUNDS, 4)),
+         "markers record -p: the program ends by itself, with its own output and status")
 
 
 # ---- launched: the program runs to its own end ----
