@@ -20,13 +20,18 @@
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
 static volatile pid_t tracer;
+static volatile sig_atomic_t forwarded_once;
 
+/* Once: a second signal changes nothing for a tracer that is already detaching, and one
+ * that restored its own handlers to finish its report (markers record) would die of it. */
 static void forward(int sig)
 {
 	int saved = errno;
 
-	if (tracer > 0)
+	if (tracer > 0 && !forwarded_once) {
+		forwarded_once = 1;
 		kill(tracer, sig);
+	}
 	errno = saved;
 }
 
