@@ -105,6 +105,7 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 		return -EINVAL;
 	}
 	c->ctl->mode = TP_AGENT_COUNT;
+	c->ctl->tracer_pid = (int32_t)getpid(); /* the agent stops stepping when we are gone */
 	if (c->whole && !c->o->no_startup)
 		c->ctl->flags |= TP_CTL_SYNC;
 	/* with SYNC, the start-up is stepped by ptrace until the agent's int3; otherwise the

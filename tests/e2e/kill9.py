@@ -12,7 +12,8 @@
   the session (the trace written, the points disabled: the text byte-identical again).
 - The launched forms (calls, count with both engines): tracepad SIGKILLed while it traces;
   the program runs to its own end (this script is its subreaper) with its own output and
-  exit status 0."""
+  exit status 0.  The trapflag agent counting a whole launched program disables itself once
+  tracepad's tracer process is gone (a state bit in its control block says so)."""
 import ctypes
 import os
 import random
@@ -318,6 +319,57 @@ for kind, args in LAUNCH:
                                                                st_inner))
     c.eq((st, rest), (0, EXPECTED),
          "%s -- kill9: the program ran to its own end, with its own output and status" % kind)
+
+
+# ---- the trapflag agent of a launched program stops once tracepad is gone ----
+
+AGENT_ST_ORPHANED = 0x20  # agent-abi.h
+
+
+def ctl_state(pid):
+    """The agent's state bits in the control block @pid maps (agent-abi.h: state at offset
+    88, then its pid, which must be @pid's), or None."""
+    try:
+        with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+            for line in maps:
+                f = line.split()
+                if "memfd:tracepad-ctl" in line and int(f[2], 16) == 0:
+                    mem.seek(int(f[0].split("-")[0], 16) + 88)
+                    b = mem.read(8)
+                    if int.from_bytes(b[4:], "little") == pid:
+                        return int.from_bytes(b[:4], "little")
+    except OSError:
+        pass
+    return None
+
+
+what = "count -- kill9 (trapflag engine, whole program)"
+out = os.path.join(tmp, "launch-agent")
+tp = subprocess.Popen([TRACEPAD, "count", "-o", out, "--", PROG], stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+first = readline(tp.stdout, 120)
+pid = int(first.split()[1]) if first.startswith("pid ") else 0
+inner = children(tp.pid)
+# at work: the start-up stepped by ptrace, the agent counting
+working = pid and wait_for(lambda: (ctl_state(pid) or 0) & 1 and set(tracers(pid)) == {0}, 60)
+time.sleep(0.2)
+os.kill(tp.pid, signal.SIGKILL)
+rc = tp.wait()
+st_inner = reap(inner[0]) if inner else None
+orphaned = pid and wait_for(lambda: (ctl_state(pid) or 0) & AGENT_ST_ORPHANED, 120)
+c.check(rc == -signal.SIGKILL and working and st_inner == 128 + signal.SIGTERM and orphaned,
+        what + ": tracepad SIGKILLed while counting; the agent disabled itself once its "
+        "tracer process was gone", "rc %r working %r inner %r %r state %r" % (
+            rc, working, inner, st_inner, ctl_state(pid) if pid else None))
+try:
+    tp.stdin.write(b"\n")
+    tp.stdin.close()
+except OSError:
+    pass
+st = reap(pid, 120) if pid else None
+rest = tp.stdout.read().decode(errors="replace")
+c.check(st == 0 and rest.startswith("ok: "),
+        what + ": the program ran to its own end, its own checks held", (st, rest))
 
 shutil.rmtree(tmp, ignore_errors=True)
 c.done()
