@@ -181,13 +181,11 @@ static int do_record_pid(pid_t pid, const char *glob, const char *dir, double du
 	char msg[PATH_MAX + 64] = "";
 	int err = tp_markers_read_process(&s, pid), ret;
 
-	if (err) {
+	if (err)
 		ret = proc_error("read its memory", pid, err);
-	} else {
-		tp_cli_keeper_start(); /* a kill -9 of tracepad still ends the session */
+	else
 		ret = tp_markers_record_pid(pid, &s, tp_markers_read_process, glob, dir, duration,
 					    msg, sizeof(msg));
-	}
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 	tp_markers_sites_free(&s);
