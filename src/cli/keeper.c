@@ -22,8 +22,8 @@ static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 static volatile pid_t tracer;
 static volatile sig_atomic_t forwarded_once;
 
-/* Once: a second signal changes nothing for a tracer that is already detaching, and one
- * that restored its own handlers to finish its report (markers record) would die of it. */
+/* Once: a second signal changes nothing for a tracer that is already detaching, and a
+ * tracer that has put its handlers back to finish its report must not die of one. */
 static void forward(int sig)
 {
 	int saved = errno;
