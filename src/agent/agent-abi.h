@@ -41,6 +41,7 @@ enum tp_agent_mode {
 #define TP_AGENT_ST_FORKED 0x04	      /* a child was forked (it is not counted) */
 #define TP_AGENT_ST_THREADS_FULL 0x08 /* more threads than slots: counted in the overflow */
 #define TP_AGENT_ST_ERROR 0x10	      /* the agent gave up: see error[] */
+#define TP_AGENT_ST_ORPHANED 0x20     /* tracer_pid died without detaching: agent disabled */
 
 struct tp_agent_thread {
 	int32_t tid;
@@ -93,6 +94,10 @@ struct tp_agent_ctl {
 	uint32_t pad1;
 	char error[256];
 	uint64_t detach_pc; /* attach: tracepad_agent_detach(), which tracepad calls at the end */
+	/* written by tracepad (launch): the process that reads this block; once it is gone the
+	 * agent disables itself (attach passes it to tracepad_agent_attach instead) */
+	int32_t tracer_pid;
+	uint32_t pad2;
 	/* Written by tracepad at an attach to a launched program stopped at its entry point: the
 	 * instruction at this pc runs before the thread's first trap (the first trapping thread
 	 * counts it and clears the field). */

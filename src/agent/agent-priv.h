@@ -78,7 +78,7 @@ struct tp_agent {
 	 * see at 0 before the block is unmapped. */
 	uint32_t gen;
 	int busy;
-	int tracer;   /* attach: tracepad's pid, looked at now and then (tp_agent_tracer_gone) */
+	int tracer;   /* tracepad's pid, looked at now and then (tp_agent_tracer_gone) */
 	int orphaned; /* disabled by itself: tracepad died without detaching */
 };
 

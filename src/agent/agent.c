@@ -384,6 +384,8 @@ TP_HIDDEN int tp_agent_init(int argc, char **argv, char **envp)
 		tp_ag.tracing = !tp_trace_shm_attach(&tp_ag.shm, fd);
 		tp_raw1(SYS_close, fd);
 	}
+	/* In-process engines stop when their tracepad goes (tp_agent_tracer_gone). */
+	tp_ag.tracer = ctl->tracer_pid > 0 ? ctl->tracer_pid : 0;
 	tp_ag.active = 1;
 	__atomic_or_fetch(&ctl->state, TP_AGENT_ST_ACTIVE, __ATOMIC_RELEASE);
 	if (!(ctl->flags & TP_CTL_WHOLE)) {

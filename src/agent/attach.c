@@ -59,6 +59,8 @@ static int orphan_if_tracer_dead(void)
 	tp_ag.orphaned = 1;
 	tp_ag.active = 0;
 	__atomic_store_n(&tp_ag.disabled, 1, __ATOMIC_SEQ_CST);
+	if (tp_ag.ctl)
+		__atomic_or_fetch(&tp_ag.ctl->state, TP_AGENT_ST_ORPHANED, __ATOMIC_RELEASE);
 	return 1;
 }
 

@@ -9,7 +9,13 @@
  * tp_cli_stop_after()), 0 until then: detach, report and exit, launched programs left to
  * run to their own end. */
 extern volatile sig_atomic_t tp_cli_interrupted;
+/* Catch those signals, then split tracepad in two (tp_cli_keeper_start): what follows runs
+ * in the tracer process.  Every command that traces calls it before it starts. */
 void tp_cli_catch_signals(void);
+/* keeper.c: fork; the parent (the process the user started) only forwards the signals above
+ * to the child and exits as it does, and never returns; the child returns, with
+ * PR_SET_PDEATHSIG set to SIGTERM, so that a SIGKILL of the parent ends tracing cleanly. */
+void tp_cli_keeper_start(void);
 /* --duration for commands whose engine has no clock of its own: SIGALRM after @seconds sets
  * tp_cli_interrupted. */
 void tp_cli_stop_after(double seconds);

@@ -42,6 +42,8 @@ void tp_cli_catch_signals(void)
 		sigaction(sigs[i], &sa, NULL);
 	/* Nor is an attach waited for on end when a thread takes for ever to stop. */
 	tp_proc_set_interrupt(&signalled);
+	/* With the handlers in place: a signal before the split reaches the tracer too. */
+	tp_cli_keeper_start();
 }
 
 static void on_alarm(int sig)

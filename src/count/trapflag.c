@@ -125,7 +125,7 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 	double t0 = tp_count_now();
 	int st = 0, err;
 	/* --trace needs the agent's rings from its start: it is preloaded then */
-	bool to_entry = c->whole && !c->o->no_startup && !c->cons;
+	bool to_entry = c->whole && !c->o->no_startup && !c->cons && !getenv("TP_X");
 
 	if (c->is_static) {
 		snprintf(c->error, sizeof(c->error),
@@ -135,6 +135,7 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 		return -EINVAL;
 	}
 	c->ctl->mode = TP_AGENT_COUNT;
+	c->ctl->tracer_pid = (int32_t)getpid(); /* the agent stops stepping when we are gone */
 	if (c->whole && !c->o->no_startup && !to_entry)
 		c->ctl->flags |= TP_CTL_SYNC;
 	/* with SYNC, the start-up is stepped by ptrace until the agent's int3; otherwise the

@@ -70,7 +70,11 @@ try:
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     pid = None
     for _ in range(100):
+        # the program's parent is tracepad's tracer process, tracepad's child (cli/keeper.c)
         kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
+        if kids.stdout.strip():
+            kids = subprocess.run(["pgrep", "-P", kids.stdout.split()[0]],
+                                  capture_output=True, text=True)
         if kids.stdout.strip():
             pid = int(kids.stdout.split()[0])
             break

@@ -164,7 +164,10 @@ def traced_by(kind, pid, tp, out=None):
 
     def attached():
         tids = os.listdir("/proc/%d/task" % pid)
-        return all(tracer_of(pid, t) == tp.pid for t in tids) and (
+        # the tracer is tracepad's child (src/cli/keeper.c)
+        with open("/proc/%d/task/%d/children" % (tp.pid, tp.pid)) as f:
+            ours = [int(x) for x in f.read().split()] or [tp.pid]
+        return all(tracer_of(pid, t) in ours for t in tids) and (
             not out or (os.path.exists(out) and os.path.getsize(out) > 0))
     return wait_for(lambda: tp.poll() is not None or attached(), 60)
 

@@ -218,8 +218,15 @@ d = os.path.join(tmp, "killed")
 p = subprocess.Popen([tp, "markers", "record", "--trace", d, "--", target, "20", "wait"],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 line = p.stdout.readline()
-with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
-    kids = [int(x) for x in f.read().split()]
+
+
+def children(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return [int(x) for x in f.read().split()]
+
+
+# the program is the child of tracepad's tracer process, itself tracepad's child (the keeper)
+kids = [k for t in children(p.pid) for k in children(t)]
 for k in kids:
     os.kill(k, signal.SIGKILL)
 try:

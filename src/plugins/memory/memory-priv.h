@@ -106,6 +106,7 @@ struct mem_proc {
 	struct exit_regs *xregs;
 	size_t nxregs, xregs_cap;
 	int last_exit_tid; /* stopped at its exit while PROC_EXIT is reported */
+	bool detached;	   /* reported as tracepad detaches: the process runs on */
 	struct mem_proc *next;
 };
 

@@ -49,8 +49,8 @@ static void text_report(struct mem *m, int pid, const struct mem_proc *p,
 	FILE *out = m->h.out;
 	uint64_t hn = 0;
 
-	fprintf(out, "memory: pid %d: in use at exit: %" PRIu64 " bytes in %" PRIu64 " blocks\n",
-		r->pid, r->inuse_bytes, r->inuse_blocks);
+	fprintf(out, "memory: pid %d: in use at %s: %" PRIu64 " bytes in %" PRIu64 " blocks\n",
+		r->pid, p->detached ? "detach" : "exit", r->inuse_bytes, r->inuse_blocks);
 	fprintf(out,
 		"memory: pid %d: total heap usage: %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64
 		" bytes allocated\n",
@@ -73,7 +73,7 @@ static void text_report(struct mem *m, int pid, const struct mem_proc *p,
 					" blocks\n",
 					"", heur_names[h], r->heur_bytes[h], r->heur_blocks[h]);
 	}
-	if (!m->no_freeres && r->nthreads > 1)
+	if (!m->no_freeres && r->nthreads > 1 && !p->detached)
 		fprintf(out,
 			"memory: pid %d: %d threads at exit: glibc's exit-time frees were not run "
 			"(memcheck runs them after killing the other threads)\n",
@@ -98,10 +98,11 @@ static void json_report(struct mem *m, int pid, const struct mem_proc *p,
 	bool first = true;
 
 	fprintf(out,
-		"{\"memory\": {\"pid\": %d, \"in_use\": {\"bytes\": %" PRIu64
+		"{\"memory\": {\"pid\": %d, \"at\": \"%s\", \"in_use\": {\"bytes\": %" PRIu64
 		", \"blocks\": %" PRIu64 "}, \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
 		", \"bytes_allocated\": %" PRIu64 ", \"kinds\": {",
-		r->pid, r->inuse_bytes, r->inuse_blocks, p->allocs, p->frees, p->bytes);
+		r->pid, p->detached ? "detach" : "exit", r->inuse_bytes, r->inuse_blocks, p->allocs,
+		p->frees, p->bytes);
 	for (int k = 0; k < ST_NKINDS; k++) {
 		fprintf(out, "%s", k ? ", " : "");
 		json_name(out, kind_names[k]);
@@ -116,7 +117,7 @@ static void json_report(struct mem *m, int pid, const struct mem_proc *p,
 			r->heur_bytes[h], r->heur_blocks[h]);
 	}
 	fprintf(out, "}, \"freeres\": %s, \"records\": [",
-		!m->no_freeres && r->nthreads <= 1 ? "true" : "false");
+		!m->no_freeres && r->nthreads <= 1 && !p->detached ? "true" : "false");
 	for (size_t i = 0; i < r->ngroups; i++) {
 		const struct leak_group *g = &r->groups[i];
 		const struct site *st = g->site ? m->sites[g->site] : NULL;

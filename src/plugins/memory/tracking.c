@@ -375,16 +375,16 @@ static void mem_process(void *priv, int pid, enum tracepad_proc_event ev)
 		proc_get(m, pid);
 		break;
 	case TRACEPAD_PROC_EXIT:
+	case TRACEPAD_PROC_DETACH:
+		/* At detach (Ctrl-C, --duration, -p): what the blocks allocated while traced
+		 * have become so far, every thread still stopped. */
 		p = proc_find(m, pid);
 		if (!p)
 			break;
+		p->detached = ev == TRACEPAD_PROC_DETACH;
 		err = tp_mem_leak_check(m, p);
 		if (err)
 			tp_warn("memory: leak check of pid %d failed: %s", pid, strerror(-err));
-		proc_drop(m, pid);
-		threads_drop(m, pid, -1);
-		break;
-	case TRACEPAD_PROC_DETACH:
 		proc_drop(m, pid);
 		threads_drop(m, pid, -1);
 		break;
