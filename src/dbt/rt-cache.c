@@ -14,8 +14,8 @@
 #include "rt/raw.h"
 #include "rt/rt.h"
 
-#define CHUNK_SIZE (16ull << 20)
-#define CHUNKS 64
+#define CHUNK_SIZE TP_DBT_CHUNK_SIZE
+#define CHUNKS TP_DBT_CHUNKS
 #define CHUNK_REACH (1ull << 30) /* a block goes in a chunk this close to its code */
 #define BLOCK_MAX_INSNS 64
 #define BLOCK_ROOM 8192 /* more than any block and its exits take */
@@ -44,8 +44,7 @@ static struct {
 	int nchunks;
 	struct entry *table; /* every translated block: pc -> cache, open addressing */
 	uint64_t nblocks;
-	struct entry *ibl; /* the indirect branch table that rt-entry.S reads */
-	uint64_t *pages;   /* page numbers + 1 of translated code, open addressing */
+	uint64_t *pages; /* page numbers + 1 of translated code, open addressing */
 	uint64_t npages, last_end;
 	int pages_full;
 	struct mod mods[MODS];
@@ -72,14 +71,10 @@ static uint64_t hash(uint64_t pc, unsigned bits)
 
 int tp_dbt_cache_init(void)
 {
-	struct tp_dbt_thread *t = tp_dbt_self();
-
 	C.table = tp_dbt_alloc(sizeof(struct entry) << TABLE_BITS);
-	C.ibl = tp_dbt_alloc(sizeof(struct entry) * TP_DBT_IBL_SIZE);
 	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
-	if (!C.table || !C.ibl || !C.pages)
+	if (!C.table || !C.pages)
 		return -ENOMEM;
-	t->table = (uint64_t)(uintptr_t)C.ibl;
 	return 0;
 }
 
@@ -233,6 +228,7 @@ static void put_stub(struct tp_arch_writer *w, uint64_t target)
 	if (tp_arch_writer_pc(w) & 7)
 		tp_arch_put_nop(w, 8 - (tp_arch_writer_pc(w) & 7));
 	at = w->len;
+	tp_dbt_map_mark(at, 0, 1);
 	TPL(w, stub);
 	if (!w->err)
 		memcpy(w->buf + at + TP_DBT_STUB_TARGET, &target, 8);
@@ -320,6 +316,8 @@ static uint64_t translate(uint64_t pc)
 	}
 	start = c->rx + c->used;
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
+	tp_dbt_map_begin();
+	tp_dbt_map_mark(0, 0, 0);
 	if (counted) {
 		TPL(&w, count);
 		count_at = w.len - (tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
@@ -336,6 +334,9 @@ static uint64_t translate(uint64_t pc)
 		}
 		next = cur + in.len;
 		ninsn++;
+		/* a handler interrupting this instruction's code sees its address, and the
+		 * next one's once the instruction is done */
+		tp_dbt_map_mark(w.len, cur - pc, 0);
 		switch (in.kind) {
 		case TP_INSN_OTHER:
 			if (in.flags & TP_INSN_F_REP) {
@@ -344,11 +345,13 @@ static uint64_t translate(uint64_t pc)
 					tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
 							 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
 				err = put_copy(&w, b, &in, cur);
+				tp_dbt_map_mark(w.len, next - pc, 0);
 				if (counted)
 					tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
 							 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
 			} else {
 				err = put_copy(&w, b, &in, cur);
+				tp_dbt_map_mark(w.len, next - pc, 0);
 			}
 			break;
 		case TP_INSN_JMP:
@@ -429,6 +432,7 @@ static uint64_t translate(uint64_t pc)
 				put_gate(&w, TP_DBT_GATE_SYSCALL);
 			tp_arch_put_data(&w, b, in.len);
 			at = w.len;
+			tp_dbt_map_mark(at, next - pc, 0);
 			TPL(&w, sysret);
 			if (!w.err)
 				memcpy(w.buf + at + 2, &next, 8);
@@ -448,9 +452,10 @@ static uint64_t translate(uint64_t pc)
 			put_stub(&w, next);
 			break;
 		}
-		default: /* traps: hlt, ud2, int n */
+		default: /* traps: hlt, ud2, int n (which leaves the pc after itself) */
 			done = 1;
 			tp_arch_put_data(&w, b, in.len);
+			tp_dbt_map_mark(w.len, next - pc, 0);
 			put_stub(&w, next);
 			break;
 		}
@@ -475,6 +480,7 @@ static uint64_t translate(uint64_t pc)
 		tp_dbt_fail("cannot write into the code cache at", start);
 		return 0;
 	}
+	tp_dbt_map_commit(c->rx, start, len, pc);
 	c->used = (c->used + len + 15) & ~15ull;
 	return start;
 }
@@ -485,8 +491,8 @@ static int tls_enter(void)
 {
 	static uint64_t tcb[64];
 
-	/* the program sets %fs only through the gate, which keeps tp_dbt.fs up to date */
-	if (tp_dbt.fs)
+	/* the program sets %fs only through the gate or clone, which keep t->fs up to date */
+	if (tp_dbt_self()->fs)
 		return 0;
 	tcb[0] = (uint64_t)(uintptr_t)tcb;
 	tcb[5] = 0x5f7470646274aa00ull;
@@ -560,7 +566,10 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 		}
 	}
 	C.nblocks = n;
-	memset(C.ibl, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
+	/* every thread's table: the others may be reading theirs meanwhile, which makes a
+	 * stale jump there as likely as natively running code being unmapped under it */
+	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)
+		memset((void *)(uintptr_t)t->table, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
 }
 
 uint64_t tp_dbt_lookup(uint64_t pc)
@@ -650,10 +659,11 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 {
-	struct entry *e = &C.ibl[hash(pc, TP_DBT_IBL_BITS)];
+	struct tp_dbt_thread *t = tp_dbt_self();
+	struct entry *e = (struct entry *)(uintptr_t)t->table + hash(pc, TP_DBT_IBL_BITS);
 	uint64_t to;
 
-	tp_dbt_c_enter(tp_dbt_self());
+	tp_dbt_c_enter(t);
 	to = tp_dbt_translate(pc);
 	if (!to)
 		return give_up();
