@@ -23,10 +23,11 @@
 #define MODS 256
 #define PAGE_BITS 16 /* the set of code pages translated from */
 
-/* A chunk is private r-x memory, written through /proc/self/mem (src/rt), so that a
- * forked child gets its own copy of the cache as of the fork. */
+/* A chunk is a memfd mapped twice: r-x where cache code runs, and a writable view
+ * elsewhere that translation writes through (never a writable page that may run).  A forked
+ * child gets chunks of its own (tp_dbt_cache_forked), or both would write into one cache. */
 struct chunk {
-	uint64_t rx, used;
+	uint64_t rx, rw, used;
 };
 
 struct entry {
@@ -85,32 +86,84 @@ static uint64_t dist(uint64_t a, uint64_t b)
 	return a > b ? a - b : b - a;
 }
 
+/* A memfd of a chunk's size, mapped writable (and at @rx too when it is not 0); the fd is
+ * closed at once: the mappings keep the file. */
+static uint64_t chunk_map(uint64_t rx, uint64_t *rw)
+{
+	long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), r = -EBADF, w = -1;
+
+	if (fd < 0)
+		return 0;
+	if (!tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE)) {
+		w = tp_raw6(SYS_mmap, 0, CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (!tp_raw_failed(w) && rx)
+			r = tp_raw6(SYS_mmap, rx, CHUNK_SIZE, PROT_READ | PROT_EXEC,
+				    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	}
+	tp_raw1(SYS_close, fd);
+	if (tp_raw_failed(w))
+		return 0;
+	if (rx && tp_raw_failed(r)) {
+		tp_raw2(SYS_munmap, w, CHUNK_SIZE);
+		return 0;
+	}
+	*rw = (uint64_t)w;
+	return rx ? (uint64_t)r : 1;
+}
+
 static struct chunk *chunk_new(uint64_t pc)
 {
 	struct chunk *c;
-	long rx = -ENOMEM;
+	uint64_t rx = 0, rw = 0;
 
 	if (C.nchunks == CHUNKS)
 		return NULL;
 	/* below the code (above it when there is no room), clear of the program's own
 	 * mappings and of where its brk heap grows */
-	for (uint64_t k = 0; k < 32; k++) {
+	for (uint64_t k = 0; k < 32 && !rx; k++) {
 		uint64_t hint = pc > CHUNK_REACH ? pc - CHUNK_REACH * 3 / 4 - k * CHUNK_SIZE
 						 : pc + CHUNK_REACH / 2 + k * CHUNK_SIZE;
 
-		hint &= ~0xffffull;
-		rx = tp_raw6(SYS_mmap, hint, CHUNK_SIZE, PROT_READ | PROT_EXEC,
-			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,
-			     0);
-		if (!tp_raw_failed(rx))
-			break;
+		rx = chunk_map(hint & ~0xffffull, &rw);
 	}
-	if (tp_raw_failed(rx))
+	if (!rx)
 		return NULL;
-	c = &C.chunks[C.nchunks++];
-	c->rx = (uint64_t)rx;
+	c = &C.chunks[C.nchunks];
+	c->rx = rx;
+	c->rw = rw;
 	c->used = 0;
+	/* a signal handler may look for the chunk of a pc meanwhile (tp_dbt_in_runtime) */
+	__atomic_store_n(&C.nchunks, C.nchunks + 1, __ATOMIC_RELEASE);
 	return c;
+}
+
+void tp_dbt_cache_forked(void)
+{
+	for (int i = 0; i < C.nchunks; i++) {
+		struct chunk *c = &C.chunks[i];
+		long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), w = -1,
+		     r = -1;
+
+		/* a copy of the chunk as it is, then the copy's mapping over the chunk */
+		if (fd >= 0 && !tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE))
+			w = tp_raw6(SYS_mmap, 0, CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+				    0);
+		if (!tp_raw_failed(w)) {
+			memcpy((void *)(uintptr_t)w, (const void *)(uintptr_t)c->rx, c->used);
+			r = tp_raw6(SYS_mmap, c->rx, CHUNK_SIZE, PROT_READ | PROT_EXEC,
+				    MAP_SHARED | MAP_FIXED, fd, 0);
+		}
+		if (fd >= 0)
+			tp_raw1(SYS_close, fd);
+		if (tp_raw_failed(w) || tp_raw_failed(r)) {
+			/* the parent's cache must not be written: no more translations here */
+			tp_dbt_fail("no memory for a forked child's code cache", 0);
+			C.nchunks = 0;
+			return;
+		}
+		tp_raw2(SYS_munmap, c->rw, CHUNK_SIZE);
+		c->rw = (uint64_t)w;
+	}
 }
 
 static struct chunk *chunk_for(uint64_t pc)
@@ -133,18 +186,27 @@ static struct chunk *chunk_of(uint64_t addr)
 	return NULL;
 }
 
-/* Write @len bytes at cache address @at. */
+/* Write @len bytes at cache address @at, through the chunk's writable view. */
 static int cache_write(uint64_t at, const void *src, size_t len)
 {
-	struct tp_rt_code code;
-	int err;
+	struct chunk *c = chunk_of(at);
 
-	if (!chunk_of(at))
+	if (!c)
 		return -EFAULT;
-	tp_rt_code_open(&code);
-	err = tp_rt_code_write(&code, at, src, len);
-	tp_rt_code_close(&code);
-	return err;
+	memcpy((void *)(uintptr_t)(c->rw + (at - c->rx)), src, len);
+	return 0;
+}
+
+/* Write 8 bytes at @at (8-aligned) in one store: another thread may be running them. */
+static void cache_store8(uint64_t at, const void *src)
+{
+	struct chunk *c = chunk_of(at);
+	uint64_t v;
+
+	memcpy(&v, src, 8);
+	if (c)
+		__atomic_store_n((uint64_t *)(uintptr_t)(c->rw + (at - c->rx)), v,
+				 __ATOMIC_RELEASE);
 }
 
 /* ---- which code is counted: everything but the preloaded agent's ---- */
@@ -643,15 +705,15 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 
 		jmp[0] = 0xe9; /* jmp rel32 */
 		memcpy(jmp + 1, &r32, 4);
-		cache_write(stub, jmp, 8);
+		cache_store8(stub, jmp);
 	} else {
 		int32_t rel = TP_DBT_STUB_LINK - 6;
 
-		cache_write(stub + TP_DBT_STUB_LINK, &to, 8);
+		cache_store8(stub + TP_DBT_STUB_LINK, &to);
 		jmp[0] = 0xff;
 		jmp[1] = 0x25;
 		memcpy(jmp + 2, &rel, 4);
-		cache_write(stub, jmp, 8);
+		cache_store8(stub, jmp);
 	}
 	tp_dbt_c_leave(tp_dbt_self());
 	return to;
@@ -660,7 +722,7 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
-	struct entry *e = (struct entry *)(uintptr_t)t->table + hash(pc, TP_DBT_IBL_BITS);
+	struct entry *e = (struct entry *)(uintptr_t)t->table + (pc & (TP_DBT_IBL_SIZE - 1));
 	uint64_t to;
 
 	tp_dbt_c_enter(t);

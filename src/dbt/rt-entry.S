@@ -105,12 +105,6 @@ tp_dbt_rt_direct:
 	ENTER_C tp_dbt_dispatch_direct
 	.size tp_dbt_rt_direct, .-tp_dbt_rt_direct
 
-/* An indirect branch that missed the table: rax = the program's target. */
-	.type rt_indirect, @function
-rt_indirect:
-	ENTER_C tp_dbt_dispatch_indirect
-	.size rt_indirect, .-rt_indirect
-
 /* The gate: rax = where to come back; gs:ARG says why. */
 	.globl tp_dbt_rt_gate
 	.hidden tp_dbt_rt_gate
@@ -119,34 +113,44 @@ tp_dbt_rt_gate:
 	ENTER_C tp_dbt_gate
 	.size tp_dbt_rt_gate, .-tp_dbt_rt_gate
 
-/* Indirect branch lookup: rax = the program's target; its translation from the table, or
- * the dispatcher.  Flags and rcx are saved on the runtime stack. */
+/* An inline lookup (the ibl template) missed: rax = the program's target. */
+	.globl tp_dbt_rt_miss
+	.hidden tp_dbt_rt_miss
+	.type tp_dbt_rt_miss, @function
+tp_dbt_rt_miss:
+	ENTER_C tp_dbt_dispatch_indirect
+	.size tp_dbt_rt_miss, .-tp_dbt_rt_miss
+
+/* Indirect branch lookup: rax = the program's target; its translation from the thread's
+ * table, or the dispatcher.  No flag is touched (movzwl, lea, not, jrcxz) and nothing is
+ * pushed: the same code as the ibl template that each indirect branch carries inline. */
+.macro IBL
+	mov %rcx, %gs:TP_DBT_T_IBL_RCX
+	mov %rdx, %gs:TP_DBT_T_IBL_RDX
+	movzwl %ax, %ecx
+	mov %gs:TP_DBT_T_TABLE, %rdx
+	lea (%rcx,%rcx), %rcx
+	lea (%rdx,%rcx,8), %rdx
+	mov (%rdx), %rcx
+	not %rcx
+	lea 1(%rcx,%rax), %rcx /* target - entry's pc */
+	jrcxz 1f
+	mov %gs:TP_DBT_T_IBL_RCX, %rcx
+	mov %gs:TP_DBT_T_IBL_RDX, %rdx
+	jmp *%gs:TP_DBT_T_MISS
+1:	mov 8(%rdx), %rcx
+	mov %rcx, %gs:TP_DBT_T_NEXT
+	mov %gs:TP_DBT_T_IBL_RCX, %rcx
+	mov %gs:TP_DBT_T_IBL_RDX, %rdx
+	mov %gs:TP_DBT_T_RAX, %rax
+	jmp *%gs:TP_DBT_T_NEXT
+.endm
+
 	.globl tp_dbt_rt_ibl
 	.hidden tp_dbt_rt_ibl
 	.type tp_dbt_rt_ibl, @function
 tp_dbt_rt_ibl:
-	lea -128(%rsp), %rsp
-	pushfq
-	push %rcx
-	mov %rax, %rcx
-	shr $4, %rcx
-	xor %rax, %rcx
-	and $(TP_DBT_IBL_SIZE - 1), %ecx
-	shl $4, %rcx
-	add %gs:TP_DBT_T_TABLE, %rcx
-	cmp (%rcx), %rax
-	jne 1f
-	mov 8(%rcx), %rcx
-	mov %rcx, %gs:TP_DBT_T_NEXT
-	pop %rcx
-	popfq
-	lea 128(%rsp), %rsp
-	mov %gs:TP_DBT_T_RAX, %rax
-	jmp *%gs:TP_DBT_T_NEXT
-1:	pop %rcx
-	popfq
-	lea 128(%rsp), %rsp
-	jmp rt_indirect
+	IBL
 	.size tp_dbt_rt_ibl, .-tp_dbt_rt_ibl
 
 /* The kernel's entry for every program handler: rdi, rsi, rdx are the handler's arguments
@@ -255,7 +259,7 @@ TPL save_rax
 	mov %rax, %gs:TP_DBT_T_RAX
 TPL save_rax_end
 TPL to_ibl
-	jmp *%gs:TP_DBT_T_IBL
+	IBL
 TPL to_ibl_end
 
 /* after a syscall: rcx as the kernel would have left it (the program's next pc, patched) */

@@ -5,7 +5,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
@@ -28,6 +31,38 @@ static uint64_t refuse(uint64_t back, struct tp_dbt_frame *f, long ret)
 	f->rax = (uint64_t)ret;
 	f->r11 = f->rflags;
 	return back + SYSCALL_LEN;
+}
+
+/* A forked child copies the cache it shares with its parent (tp_dbt_cache_forked): the
+ * parent writes none meanwhile, waiting for the child's word in a page both share. */
+static uint32_t *fork_sync_new(void)
+{
+	long at =
+	    tp_raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	return tp_raw_failed(at) ? NULL : (uint32_t *)(uintptr_t)at;
+}
+
+static void fork_sync_wait(uint32_t *w, long child)
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+
+	if (!w)
+		return;
+	/* a child killed before it copied does not hold the parent up */
+	while (child > 0 && !__atomic_load_n(w, __ATOMIC_ACQUIRE) && !tp_raw2(SYS_kill, child, 0))
+		tp_raw4(SYS_futex, w, FUTEX_WAIT, 0, &ts);
+	tp_raw2(SYS_munmap, w, 4096);
+}
+
+void tp_dbt_fork_sync_done(uint32_t *w)
+{
+	tp_dbt_cache_forked();
+	if (!w)
+		return;
+	__atomic_store_n(w, 1, __ATOMIC_RELEASE);
+	tp_raw3(SYS_futex, w, FUTEX_WAKE, 1);
+	tp_raw2(SYS_munmap, w, 4096);
 }
 
 /* clone or clone3 for a new thread, whose first code is tp_dbt_thread_start(@nt) on its
@@ -100,7 +135,12 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 					.eflags = f->rflags,
 					.rsp = sp};
 	nt->entry = back + SYSCALL_LEN;
-	tp_dbt_slot(nt);
+	nt->forked = !(flags & CLONE_VM);
+	if (nt->forked) {
+		nt->sync = fork_sync_new();
+		note(TP_AGENT_ST_FORKED);
+	} else
+		tp_dbt_slot(nt);
 	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &nt->mask, 8);
 	if (nr == SYS_clone3)
 		ret = clone_raw(nr, (long)&args, sizeof(args), 0, 0, 0, nt);
@@ -108,6 +148,8 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 		ret = clone_raw(nr, (long)flags, (long)top, (long)f->rdx, (long)f->r10, (long)f->r8,
 				nt);
 	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &nt->mask, NULL, 8);
+	if (nt->forked)
+		fork_sync_wait(nt->sync, ret);
 	if (ret > 0)
 		nt->tid = (int32_t)ret;
 	return refuse(back, f, ret);
@@ -118,6 +160,7 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
  * threads of the parent were doing. */
 static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
 {
+	uint32_t *sync = fork_sync_new();
 	long ret;
 
 	if (nr == SYS_clone3)
@@ -126,6 +169,10 @@ static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
 		ret = tp_raw6(nr, f->rdi, f->rsi, f->rdx, f->r10, f->r8, f->r9);
 	else
 		ret = tp_raw0(nr);
+	if (!ret)
+		tp_dbt_fork_sync_done(sync);
+	else
+		fork_sync_wait(sync, ret);
 	note(TP_AGENT_ST_FORKED);
 	return refuse(back, f, ret);
 }
@@ -133,7 +180,7 @@ static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
 static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
 {
 	long nr = (long)f->rax;
-	uint64_t flags;
+	uint64_t flags, stack;
 
 	/* a vfork child shares this block with its parent until it execs or exits: what it
 	 * ran is not the parent's, as under the other engines */
@@ -171,14 +218,16 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 			if (!f->rdi || f->rsi < 64 || tp_rt_mem_read(f->rdi, &a, 64))
 				return back; /* the kernel says why */
 			flags = a.flags;
-			if (!(flags & CLONE_VM) && !a.stack)
-				return fork_here(back, f, nr);
+			stack = a.stack;
 		} else {
 			flags = f->rdi;
-			if (!(flags & CLONE_VM) && !f->rsi)
-				return fork_here(back, f, nr);
+			stack = f->rsi;
 		}
-		if ((flags & CLONE_VM) && !(flags & CLONE_VFORK))
+		/* a process on a stack of its own starts as a thread does, and then takes a
+		 * copy of the cache as fork does */
+		if (!(flags & CLONE_VM) && !stack)
+			return fork_here(back, f, nr);
+		if (!(flags & CLONE_VFORK) || !(flags & CLONE_VM))
 			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
 			t->vfork_count = t->count;

@@ -249,6 +249,7 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 	t->self = (uint64_t)(uintptr_t)t;
 	t->direct = (uint64_t)(uintptr_t)&tp_dbt_rt_direct;
 	t->ibl = (uint64_t)(uintptr_t)&tp_dbt_rt_ibl;
+	t->miss = (uint64_t)(uintptr_t)&tp_dbt_rt_miss;
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
 	t->table = (uint64_t)(uintptr_t)at + THREAD_STACK + THREAD_BLOCK;
 	t->link = tp_dbt.threads;
@@ -260,6 +261,11 @@ void tp_dbt_thread_start(struct tp_dbt_thread *t)
 {
 	tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t);
 	t->tid = (int32_t)tp_dbt_gettid();
+	if (t->forked) {
+		/* the parent held the lock as it cloned: this process's copy is free */
+		tp_dbt_fork_sync_done(t->sync);
+		tp_dbt.lock = 0;
+	}
 	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &t->mask, NULL, 8);
 	tp_dbt_rt_enter(&t->regs, t->entry);
 	__builtin_unreachable();

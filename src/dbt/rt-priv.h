@@ -20,15 +20,16 @@ struct tp_dbt_frame {
 
 /* The scratch slots of a thread as a signal found them (rt-signal.c). */
 struct tp_dbt_saved {
-	uint64_t uc, rax, rcx0, rdx, next, arg, count;
+	uint64_t uc, rax, rcx0, rdx, next, arg, count, ibl_rcx, ibl_rdx;
 	uint64_t cache_pc, prog_pc; /* the interrupted pc, and what the handler was shown */
 };
 #define TP_DBT_SAVES 32
 
 /* The per-thread block behind %gs: the fixed part of rt-abi.h, then the runtime's own. */
 struct tp_dbt_thread {
-	uint64_t rax, rcx0, count, next, rsvd[2], arg, direct, ibl, gate, table, rdx, self;
-	uint64_t pad[TP_DBT_T_SIZE / 8 - 13];
+	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
+	uint64_t miss;
+	uint64_t pad[TP_DBT_T_SIZE / 8 - 14];
 	uint64_t paused_at;   /* count at the agent's first int3, while paused */
 	uint64_t flushed;     /* part of count already added to the control block */
 	uint64_t vfork_count; /* count when a vfork child started sharing this block */
@@ -45,6 +46,8 @@ struct tp_dbt_thread {
 	uint32_t slot;	/* its entry in the control block's threads */
 	uint64_t fs;	/* its %fs base (0 until the program's loader sets up TLS) */
 	uint64_t mask;	/* a new thread's signal mask, unblocked once its %gs is set */
+	int forked;	/* ... or a new process's, which copies the cache first */
+	uint32_t *sync; /* and then tells its parent through this word */
 	uint64_t entry; /* where a new thread enters the cache, with these registers */
 	struct tp_dbt_regs regs;
 };
@@ -87,6 +90,10 @@ int tp_dbt_cache_init(void) TP_DBT_HIDDEN;
 /* The cache address of the block at program address @pc, translated now if needed; 0
  * after tp_dbt_fail(). */
 uint64_t tp_dbt_lookup(uint64_t pc) TP_DBT_HIDDEN;
+/* In a forked child: chunks of its own, copies of the parent's (which it shared). */
+void tp_dbt_cache_forked(void) TP_DBT_HIDDEN;
+/* rt-gate.c: the same, then the parent waiting on @sync may go on. */
+void tp_dbt_fork_sync_done(uint32_t *sync) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 
@@ -124,6 +131,7 @@ uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 void tp_dbt_rt_enter(const struct tp_dbt_regs *r, uint64_t cache_pc) TP_DBT_HIDDEN;
 void tp_dbt_rt_direct(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_ibl(void) TP_DBT_HIDDEN;
+void tp_dbt_rt_miss(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
 __attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp) TP_DBT_HIDDEN;

@@ -41,6 +41,8 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		s->next = t->next;
 		s->arg = t->arg;
 		s->count = t->count;
+		s->ibl_rcx = t->ibl_rcx;
+		s->ibl_rdx = t->ibl_rdx;
 		s->cache_pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 		s->prog_pc = tp_dbt_map_program_pc(s->cache_pc);
 		if (s->prog_pc) {
@@ -120,6 +122,8 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		t->rdx = s->rdx;
 		t->next = s->next;
 		t->arg = s->arg;
+		t->ibl_rcx = s->ibl_rcx;
+		t->ibl_rdx = s->ibl_rdx;
 		count_fix(uc, t->count - s->count);
 	}
 	tp_dbt_c_leave(t);

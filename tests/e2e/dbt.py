@@ -400,8 +400,8 @@ c.same_as_native(r, nat, "threads-O2")
 if rep:
     p = sorted(t["instructions"] for t in rep["threads"])
     c.eq(len(p), 5, "threads-O2: 5 threads", p)
-    c.eq([b - a for a, b in zip(p[:3], p[1:4])], [5100] * 3, "threads-O2: 300 rounds more each",
-         p)
+    c.eq([b - a for a, b in zip(p[:3], p[1:4])], [5100] * 3,
+         "threads-O2: 300 rounds more each", p)
     c.ok("warning" not in rep, "threads-O2: no warning", rep.get("warning"))
 with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
     data = os.path.join(tmp, "data")
