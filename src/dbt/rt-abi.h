@@ -33,6 +33,8 @@
 #define TP_DBT_T_RDX 88	   /* second scratch */
 #define TP_DBT_T_SELF 96   /* the block's own address */
 #define TP_DBT_T_MISS 104  /* entry: an inline lookup missed, rax = program target */
+#define TP_DBT_T_STACK 112 /* top of the thread's runtime stack, where its C code runs */
+#define TP_DBT_T_STACK_SIZE 0x10000ull
 #define TP_DBT_T_SIZE 128
 
 /* The table is indexed by the target's low bits (movzwl: no flag is touched). */

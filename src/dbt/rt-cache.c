@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
+#include <Zydis/Zydis.h>
+
 #include "arch/arch.h"
 #include "base/procfs.h"
 #include "dbt/rt-priv.h"
@@ -55,6 +57,7 @@ static struct {
 } C;
 
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
+extern const uint8_t tp_dbt_tpl_count_add[], tp_dbt_tpl_count_add_end[];
 extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_end[];
 extern const uint8_t tp_dbt_tpl_stub[], tp_dbt_tpl_stub_end[];
 extern const uint8_t tp_dbt_tpl_gate[], tp_dbt_tpl_gate_reason[], tp_dbt_tpl_gate_end[];
@@ -65,9 +68,11 @@ extern const uint8_t tp_dbt_tpl_sysret[], tp_dbt_tpl_sysret_end[];
 #define TPL(w, name)                                                                               \
 	tp_arch_put_data(w, tp_dbt_tpl_##name, tp_dbt_tpl_##name##_end - tp_dbt_tpl_##name)
 
+/* Fibonacci hashing: block addresses are dense, and their low bits alone make long runs
+ * in an open-addressed table. */
 static uint64_t hash(uint64_t pc, unsigned bits)
 {
-	return ((pc >> 4) ^ pc) & ((1ull << bits) - 1);
+	return (pc * 0x9e3779b97f4a7c15ull) >> (64 - bits);
 }
 
 int tp_dbt_cache_init(void)
@@ -282,6 +287,51 @@ static size_t fetch(uint64_t pc, uint8_t *out)
 	return (size_t)n;
 }
 
+/* Are the status flags dead at @pc: written by the block's first instructions before any
+ * reads them?  Then the count is one add.  Writes that may not happen are not writes: a
+ * shift or rotate by 0, a rep string instruction with rcx = 0; nor are "undefined" ones
+ * (a CPU may leave such a flag unchanged). */
+static int flags_dead_at(uint64_t pc)
+{
+	const uint32_t status = ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF |
+				ZYDIS_CPUFLAG_ZF | ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF;
+	static ZydisDecoder dec;
+	static int ready;
+	uint32_t need = status;
+
+	if (!ready &&
+	    ZYAN_FAILED(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return 0;
+	ready = 1;
+	for (int i = 0; i < 8; i++) {
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		ZydisDecodedInstruction in;
+		uint8_t b[TP_ARCH_MAX_INSN_LEN];
+		size_t have = fetch(pc, b);
+		const ZydisAccessedFlags *f;
+
+		if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, have, &in, ops)) || !in.cpu_flags)
+			return 0;
+		f = in.cpu_flags;
+		if ((f->tested & need) || in.meta.category == ZYDIS_CATEGORY_COND_BR ||
+		    in.meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
+		    in.meta.category == ZYDIS_CATEGORY_CALL ||
+		    in.meta.category == ZYDIS_CATEGORY_RET ||
+		    in.meta.category == ZYDIS_CATEGORY_SYSCALL ||
+		    in.meta.category == ZYDIS_CATEGORY_INTERRUPT)
+			return 0;
+		if (in.meta.category != ZYDIS_CATEGORY_SHIFT &&
+		    in.meta.category != ZYDIS_CATEGORY_ROTATE &&
+		    !(in.attributes &
+		      (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)))
+			need &= ~(f->modified | f->set_0 | f->set_1);
+		if (!need)
+			return 1;
+		pc += in.length;
+	}
+	return 0;
+}
+
 static void put_stub(struct tp_arch_writer *w, uint64_t target)
 {
 	size_t at;
@@ -380,7 +430,10 @@ static uint64_t translate(uint64_t pc)
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
 	tp_dbt_map_begin();
 	tp_dbt_map_mark(0, 0, 0);
-	if (counted) {
+	if (counted && flags_dead_at(pc)) {
+		TPL(&w, count_add);
+		count_at = w.len - 4;
+	} else if (counted) {
 		TPL(&w, count);
 		count_at = w.len - (tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
 	}
@@ -548,24 +601,22 @@ static uint64_t translate(uint64_t pc)
 }
 
 /* libZydis is built with the stack protector: it reads its canary at %fs:0x28.  Before
- * the program's loader set up TLS, %fs is 0, so a private TCB stands in meanwhile. */
-static int tls_enter(void)
+ * the program's loader set up TLS, %fs is 0, so a private TCB stands in, installed once and
+ * kept until the program sets %fs (through the gate, which reports 0 to ARCH_GET_FS
+ * meanwhile): the loader reads nothing at %fs before, and two arch_prctl a translation
+ * were most of the start-up's cost. */
+static void tls_enter(void)
 {
 	static uint64_t tcb[64];
+	struct tp_dbt_thread *t = tp_dbt_self();
 
 	/* the program sets %fs only through the gate or clone, which keep t->fs up to date */
-	if (tp_dbt_self()->fs)
-		return 0;
+	if (t->fs || t->tcb_in)
+		return;
 	tcb[0] = (uint64_t)(uintptr_t)tcb;
 	tcb[5] = 0x5f7470646274aa00ull;
 	tp_raw2(SYS_arch_prctl, ARCH_SET_FS, tcb);
-	return 1;
-}
-
-static void tls_leave(int entered)
-{
-	if (entered)
-		tp_raw2(SYS_arch_prctl, ARCH_SET_FS, 0);
+	t->tcb_in = 1;
 }
 
 static int page_find(uint64_t page, uint64_t *slot)
@@ -649,10 +700,8 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 		return 0;
 	}
 	{
-		int tls = tls_enter();
-
+		tls_enter();
 		cache = translate(pc);
-		tls_leave(tls);
 	}
 	if (!cache)
 		return 0;

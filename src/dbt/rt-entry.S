@@ -44,10 +44,12 @@ tp_dbt_rt_enter:
 	.size tp_dbt_rt_enter, .-tp_dbt_rt_enter
 
 /* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  The frame
- * (struct tp_dbt_frame) is the program's registers and flags; C may change them and
- * returns the cache address to go on at.  It runs on the program's stack below the red
- * zone: a signal that comes meanwhile gets its frame below, as anywhere in the program,
- * and the slots it may find live are saved and put back around its handler. */
+ * (struct tp_dbt_frame) is the program's registers and flags, pushed on the program's
+ * stack below the red zone (256 bytes in all); C may change them and returns the cache
+ * address to go on at.  C runs on the thread's runtime stack (a program's thread may have
+ * a small one), unless it is already there: a handler that a signal ran meanwhile (before
+ * the C code defers signals) gets its frame below, and so does its own C code.  The slots
+ * a handler may find live are saved and put back around it. */
 .macro ENTER_C fn
 	lea -128(%rsp), %rsp
 	pushfq
@@ -67,7 +69,13 @@ tp_dbt_rt_enter:
 	push %r14
 	push %r15
 	mov %rsp, %rbx
-	sub $512, %rsp
+	mov %gs:TP_DBT_T_STACK, %rcx
+	mov %rcx, %rdx
+	sub %rsp, %rdx
+	cmp $TP_DBT_T_STACK_SIZE, %rdx
+	jbe 1f
+	mov %rcx, %rsp
+1:	sub $512, %rsp
 	and $-64, %rsp
 	fxsave64 (%rsp)
 	mov %rax, %rdi
@@ -197,6 +205,12 @@ tp_dbt_rt_sigreturn:
 	.hidden tp_dbt_tpl_\name
 tp_dbt_tpl_\name:
 .endm
+
+/* count += N (the patched imm32) where the block's first instructions write every status
+ * flag before reading one (rt-cache.c) */
+TPL count_add
+	addq $0x7fffffff, %gs:TP_DBT_T_COUNT
+TPL count_add_end
 
 /* count += N (the patched disp32 of the lea), flags untouched */
 TPL count

@@ -109,13 +109,15 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 		       f->rsi < sizeof(args) ? f->rsi : sizeof(args));
 		if (args.stack)
 			sp = args.stack + args.stack_size;
-		args.stack = (uint64_t)(uintptr_t)nt - (64u << 10);
+		args.stack = (uint64_t)(uintptr_t)nt - TP_DBT_T_STACK_SIZE;
 		args.stack_size = top - args.stack;
 		nt->fs = flags & CLONE_SETTLS ? args.tls : t->fs;
+		nt->tcb_in = flags & CLONE_SETTLS ? 0 : t->tcb_in;
 	} else {
 		if (f->rsi)
 			sp = f->rsi;
 		nt->fs = flags & CLONE_SETTLS ? f->r8 : t->fs;
+		nt->tcb_in = flags & CLONE_SETTLS ? 0 : t->tcb_in;
 	}
 	nt->regs = (struct tp_dbt_regs){.r15 = f->r15,
 					.r14 = f->r14,
@@ -252,9 +254,16 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		if (f->rdi == ARCH_SET_FS) {
 			long ret = tp_raw2(SYS_arch_prctl, ARCH_SET_FS, f->rsi);
 
-			if (!ret)
+			if (!ret) {
 				t->fs = f->rsi;
+				t->tcb_in = 0;
+			}
 			return refuse(back, f, ret);
+		}
+		if (f->rdi == ARCH_GET_FS && !t->fs && t->tcb_in) {
+			uint64_t zero = 0; /* the runtime's TCB stands in for none */
+
+			return refuse(back, f, tp_rt_mem_write(f->rsi, &zero, 8));
 		}
 		if (f->rdi == ARCH_SET_GS || f->rdi == ARCH_GET_GS) {
 			tp_dbt_fail("the program uses %gs, which the dbt engine owns (arch_prctl "

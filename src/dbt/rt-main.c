@@ -231,7 +231,7 @@ void tp_dbt_flush_all(void)
 
 /* ---- threads ---- */
 
-#define THREAD_STACK (64u << 10)
+#define THREAD_STACK TP_DBT_T_STACK_SIZE
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
 
@@ -247,6 +247,7 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 		return NULL;
 	t = (void *)(uintptr_t)(at + THREAD_STACK);
 	t->self = (uint64_t)(uintptr_t)t;
+	t->stack = (uint64_t)(uintptr_t)t;
 	t->direct = (uint64_t)(uintptr_t)&tp_dbt_rt_direct;
 	t->ibl = (uint64_t)(uintptr_t)&tp_dbt_rt_ibl;
 	t->miss = (uint64_t)(uintptr_t)&tp_dbt_rt_miss;

@@ -28,8 +28,8 @@ struct tp_dbt_saved {
 /* The per-thread block behind %gs: the fixed part of rt-abi.h, then the runtime's own. */
 struct tp_dbt_thread {
 	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
-	uint64_t miss;
-	uint64_t pad[TP_DBT_T_SIZE / 8 - 14];
+	uint64_t miss, stack;
+	uint64_t pad[TP_DBT_T_SIZE / 8 - 15];
 	uint64_t paused_at;   /* count at the agent's first int3, while paused */
 	uint64_t flushed;     /* part of count already added to the control block */
 	uint64_t vfork_count; /* count when a vfork child started sharing this block */
@@ -45,6 +45,7 @@ struct tp_dbt_thread {
 	int32_t tid;
 	uint32_t slot;	/* its entry in the control block's threads */
 	uint64_t fs;	/* its %fs base (0 until the program's loader sets up TLS) */
+	int tcb_in;	/* %fs is the runtime's private TCB meanwhile (rt-cache.c) */
 	uint64_t mask;	/* a new thread's signal mask, unblocked once its %gs is set */
 	int forked;	/* ... or a new process's, which copies the cache first */
 	uint32_t *sync; /* and then tells its parent through this word */
