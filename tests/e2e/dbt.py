@@ -313,6 +313,7 @@ check([target("forkexec"), "vfork"], "forkexec vfork", forks=1)
 # clone, worker i runs test, jz, lea, imul, 1000 * (i + 1) rounds of dec and jnz, then mov,
 # xor, syscall: 7 + 2000 * (i + 1) instructions, whatever the threads' interleaving.  The
 # main thread waits for each worker's tid to be cleared (futex), so its own count varies.
+# Their stacks are 4 KiB: the runtime's C code must run on a stack of its own.
 THREADS_S = r"""
 #define FLAGS 0x350f00 /* VM FS FILES SIGHAND THREAD SYSVSEM PARENT_SETTID CHILD_CLEARTID */
 .globl _start
@@ -421,5 +422,19 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
          "pigz -p 2: the file compressed as natively", (r.rc, len(outs[0]), len(outs[1])))
     if rep:
         c.ok(len(rep["threads"]) >= 3, "pigz -p 2: its threads counted", rep["threads"])
+
+# python3 itself (not a wrapper script: the cache follows no execve), with a thread.
+PY = ("import threading, json; t = threading.Thread(target=print, "
+      "args=(json.dumps({'a': [1, 2]}),)); t.start(); t.join()")
+if os.access("/usr/bin/python3", os.X_OK):
+    argv = ["/usr/bin/python3", "-c", PY]
+    nat = native(argv)
+    r = count(argv, engine="dbt")
+    rep = c.report(r, "python3 with a thread", "dbt")
+    c.same_as_native(r, nat, "python3 with a thread")
+    c.eq(r.out, '{"a": [1, 2]}\n', "python3 with a thread: its output")
+    if rep:
+        c.eq(len(rep["threads"]), 2, "python3 with a thread: 2 threads", rep["threads"])
+        c.ok("warning" not in rep, "python3 with a thread: no warning", rep.get("warning"))
 
 c.done()
