@@ -24,10 +24,6 @@ static int check_supported(struct tp_count_ctx *c)
 		why = "has no --by histograms yet";
 	else if (c->o->trace_dir)
 		why = "has no --trace yet";
-	else if (tp_elf_imports(c->path, "pthread_create") ||
-		 tp_elf_imports(c->path, "thrd_create"))
-		why = "does not run threads yet, and this program can start some (it imports "
-		      "pthread_create)";
 	if (!why)
 		return 0;
 	snprintf(c->error, sizeof(c->error), "the dbt engine %s: use --engine ptrace or trapflag",
@@ -40,12 +36,19 @@ static void collect(struct tp_count_ctx *c)
 	struct tp_agent_ctl *ctl = c->ctl;
 	struct tp_count_result *r = c->r;
 	struct tp_agent_thread *th = (void *)((char *)ctl + ctl->threads_off);
-	uint32_t state = __atomic_load_n(&ctl->state, __ATOMIC_ACQUIRE);
+	uint32_t state = __atomic_load_n(&ctl->state, __ATOMIC_ACQUIRE), n = ctl->nthreads;
 
-	if (ctl->nthreads && th[0].count) {
-		tp_count_add_thread(r, th[0].tid, th[0].count);
-		r->total = th[0].count;
+	/* one slot a thread, in creation order; what did not fit is in the overflow */
+	if (n > ctl->max_threads)
+		n = ctl->max_threads;
+	for (uint32_t i = 0; i < n; i++) {
+		if (!th[i].count)
+			continue;
+		tp_count_add_thread(r, th[i].tid, th[i].count);
+		r->total += th[i].count;
 	}
+	r->overflow = ctl->overflow_count;
+	r->total += r->overflow;
 	r->exec_seen = state & TP_AGENT_ST_EXEC;
 	r->forked = state & TP_AGENT_ST_FORKED;
 	if (state & TP_AGENT_ST_ERROR) {
@@ -56,7 +59,7 @@ static void collect(struct tp_count_ctx *c)
 			 ctl->error);
 	} else if (!(state & TP_AGENT_ST_ACTIVE)) {
 		snprintf(r->warning, sizeof(r->warning), "the code cache never took control");
-	} else if (!ctl->nthreads && WIFSIGNALED(r->wait_status)) {
+	} else if (!r->total && WIFSIGNALED(r->wait_status)) {
 		snprintf(r->warning, sizeof(r->warning),
 			 "the program was killed before it could report its count");
 	}

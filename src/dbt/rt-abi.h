@@ -19,11 +19,12 @@
 /* Offsets in the per-thread block (%gs base).  Cache code saves a register or two in the
  * scratch slots and enters the runtime through the entry slots, which are absolute
  * addresses: "jmp [gs:off]" reaches the runtime from any chunk. */
-#define TP_DBT_T_RAX 0	   /* program's rax while cache code uses rax */
-#define TP_DBT_T_RCX0 8	   /* rcx before a rep string instruction */
-#define TP_DBT_T_COUNT 16  /* the thread's instruction count */
-#define TP_DBT_T_NEXT 24   /* cache address an exit jumps to */
-#define TP_DBT_T_RSVD 32   /* reserved (two slots) */
+#define TP_DBT_T_RAX 0	    /* program's rax while cache code uses rax */
+#define TP_DBT_T_RCX0 8	    /* rcx before a rep string instruction */
+#define TP_DBT_T_COUNT 16   /* the thread's instruction count */
+#define TP_DBT_T_NEXT 24    /* cache address an exit jumps to */
+#define TP_DBT_T_IBL_RCX 32 /* rcx and rdx while an indirect branch is looked up */
+#define TP_DBT_T_IBL_RDX 40
 #define TP_DBT_T_ARG 48	   /* why the gate was entered (TP_DBT_GATE_*) */
 #define TP_DBT_T_DIRECT 56 /* entry: unlinked direct exit, rax = its stub */
 #define TP_DBT_T_IBL 64	   /* entry: indirect branch lookup, rax = program target */
@@ -31,8 +32,12 @@
 #define TP_DBT_T_TABLE 80  /* the indirect branch table: {pc, cache} * TP_DBT_IBL_SIZE */
 #define TP_DBT_T_RDX 88	   /* second scratch */
 #define TP_DBT_T_SELF 96   /* the block's own address */
+#define TP_DBT_T_MISS 104  /* entry: an inline lookup missed, rax = program target */
+#define TP_DBT_T_STACK 112 /* top of the thread's runtime stack, where its C code runs */
+#define TP_DBT_T_STACK_SIZE 0x10000ull
 #define TP_DBT_T_SIZE 128
 
+/* The table is indexed by the target's low bits (movzwl: no flag is touched). */
 #define TP_DBT_IBL_BITS 16
 #define TP_DBT_IBL_SIZE (1 << TP_DBT_IBL_BITS)
 

@@ -8,14 +8,16 @@
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
+#include <Zydis/Zydis.h>
+
 #include "arch/arch.h"
 #include "base/procfs.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 #include "rt/rt.h"
 
-#define CHUNK_SIZE (16ull << 20)
-#define CHUNKS 64
+#define CHUNK_SIZE TP_DBT_CHUNK_SIZE
+#define CHUNKS TP_DBT_CHUNKS
 #define CHUNK_REACH (1ull << 30) /* a block goes in a chunk this close to its code */
 #define BLOCK_MAX_INSNS 64
 #define BLOCK_ROOM 8192 /* more than any block and its exits take */
@@ -23,10 +25,11 @@
 #define MODS 256
 #define PAGE_BITS 16 /* the set of code pages translated from */
 
-/* A chunk is private r-x memory, written through /proc/self/mem (src/rt), so that a
- * forked child gets its own copy of the cache as of the fork. */
+/* A chunk is a memfd mapped twice: r-x where cache code runs, and a writable view
+ * elsewhere that translation writes through (never a writable page that may run).  A forked
+ * child gets chunks of its own (tp_dbt_cache_forked), or both would write into one cache. */
 struct chunk {
-	uint64_t rx, used;
+	uint64_t rx, rw, used;
 };
 
 struct entry {
@@ -44,8 +47,7 @@ static struct {
 	int nchunks;
 	struct entry *table; /* every translated block: pc -> cache, open addressing */
 	uint64_t nblocks;
-	struct entry *ibl; /* the indirect branch table that rt-entry.S reads */
-	uint64_t *pages;   /* page numbers + 1 of translated code, open addressing */
+	uint64_t *pages; /* page numbers + 1 of translated code, open addressing */
 	uint64_t npages, last_end;
 	int pages_full;
 	struct mod mods[MODS];
@@ -55,6 +57,7 @@ static struct {
 } C;
 
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
+extern const uint8_t tp_dbt_tpl_count_add[], tp_dbt_tpl_count_add_end[];
 extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_end[];
 extern const uint8_t tp_dbt_tpl_stub[], tp_dbt_tpl_stub_end[];
 extern const uint8_t tp_dbt_tpl_gate[], tp_dbt_tpl_gate_reason[], tp_dbt_tpl_gate_end[];
@@ -65,21 +68,19 @@ extern const uint8_t tp_dbt_tpl_sysret[], tp_dbt_tpl_sysret_end[];
 #define TPL(w, name)                                                                               \
 	tp_arch_put_data(w, tp_dbt_tpl_##name, tp_dbt_tpl_##name##_end - tp_dbt_tpl_##name)
 
+/* Fibonacci hashing: block addresses are dense, and their low bits alone make long runs
+ * in an open-addressed table. */
 static uint64_t hash(uint64_t pc, unsigned bits)
 {
-	return ((pc >> 4) ^ pc) & ((1ull << bits) - 1);
+	return (pc * 0x9e3779b97f4a7c15ull) >> (64 - bits);
 }
 
 int tp_dbt_cache_init(void)
 {
-	struct tp_dbt_thread *t = tp_dbt_self();
-
 	C.table = tp_dbt_alloc(sizeof(struct entry) << TABLE_BITS);
-	C.ibl = tp_dbt_alloc(sizeof(struct entry) * TP_DBT_IBL_SIZE);
 	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
-	if (!C.table || !C.ibl || !C.pages)
+	if (!C.table || !C.pages)
 		return -ENOMEM;
-	t->table = (uint64_t)(uintptr_t)C.ibl;
 	return 0;
 }
 
@@ -90,32 +91,84 @@ static uint64_t dist(uint64_t a, uint64_t b)
 	return a > b ? a - b : b - a;
 }
 
+/* A memfd of a chunk's size, mapped writable (and at @rx too when it is not 0); the fd is
+ * closed at once: the mappings keep the file. */
+static uint64_t chunk_map(uint64_t rx, uint64_t *rw)
+{
+	long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), r = -EBADF, w = -1;
+
+	if (fd < 0)
+		return 0;
+	if (!tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE)) {
+		w = tp_raw6(SYS_mmap, 0, CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (!tp_raw_failed(w) && rx)
+			r = tp_raw6(SYS_mmap, rx, CHUNK_SIZE, PROT_READ | PROT_EXEC,
+				    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+	}
+	tp_raw1(SYS_close, fd);
+	if (tp_raw_failed(w))
+		return 0;
+	if (rx && tp_raw_failed(r)) {
+		tp_raw2(SYS_munmap, w, CHUNK_SIZE);
+		return 0;
+	}
+	*rw = (uint64_t)w;
+	return rx ? (uint64_t)r : 1;
+}
+
 static struct chunk *chunk_new(uint64_t pc)
 {
 	struct chunk *c;
-	long rx = -ENOMEM;
+	uint64_t rx = 0, rw = 0;
 
 	if (C.nchunks == CHUNKS)
 		return NULL;
 	/* below the code (above it when there is no room), clear of the program's own
 	 * mappings and of where its brk heap grows */
-	for (uint64_t k = 0; k < 32; k++) {
+	for (uint64_t k = 0; k < 32 && !rx; k++) {
 		uint64_t hint = pc > CHUNK_REACH ? pc - CHUNK_REACH * 3 / 4 - k * CHUNK_SIZE
 						 : pc + CHUNK_REACH / 2 + k * CHUNK_SIZE;
 
-		hint &= ~0xffffull;
-		rx = tp_raw6(SYS_mmap, hint, CHUNK_SIZE, PROT_READ | PROT_EXEC,
-			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1,
-			     0);
-		if (!tp_raw_failed(rx))
-			break;
+		rx = chunk_map(hint & ~0xffffull, &rw);
 	}
-	if (tp_raw_failed(rx))
+	if (!rx)
 		return NULL;
-	c = &C.chunks[C.nchunks++];
-	c->rx = (uint64_t)rx;
+	c = &C.chunks[C.nchunks];
+	c->rx = rx;
+	c->rw = rw;
 	c->used = 0;
+	/* a signal handler may look for the chunk of a pc meanwhile (tp_dbt_in_runtime) */
+	__atomic_store_n(&C.nchunks, C.nchunks + 1, __ATOMIC_RELEASE);
 	return c;
+}
+
+void tp_dbt_cache_forked(void)
+{
+	for (int i = 0; i < C.nchunks; i++) {
+		struct chunk *c = &C.chunks[i];
+		long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), w = -1,
+		     r = -1;
+
+		/* a copy of the chunk as it is, then the copy's mapping over the chunk */
+		if (fd >= 0 && !tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE))
+			w = tp_raw6(SYS_mmap, 0, CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+				    0);
+		if (!tp_raw_failed(w)) {
+			memcpy((void *)(uintptr_t)w, (const void *)(uintptr_t)c->rx, c->used);
+			r = tp_raw6(SYS_mmap, c->rx, CHUNK_SIZE, PROT_READ | PROT_EXEC,
+				    MAP_SHARED | MAP_FIXED, fd, 0);
+		}
+		if (fd >= 0)
+			tp_raw1(SYS_close, fd);
+		if (tp_raw_failed(w) || tp_raw_failed(r)) {
+			/* the parent's cache must not be written: no more translations here */
+			tp_dbt_fail("no memory for a forked child's code cache", 0);
+			C.nchunks = 0;
+			return;
+		}
+		tp_raw2(SYS_munmap, c->rw, CHUNK_SIZE);
+		c->rw = (uint64_t)w;
+	}
 }
 
 static struct chunk *chunk_for(uint64_t pc)
@@ -138,18 +191,27 @@ static struct chunk *chunk_of(uint64_t addr)
 	return NULL;
 }
 
-/* Write @len bytes at cache address @at. */
+/* Write @len bytes at cache address @at, through the chunk's writable view. */
 static int cache_write(uint64_t at, const void *src, size_t len)
 {
-	struct tp_rt_code code;
-	int err;
+	struct chunk *c = chunk_of(at);
 
-	if (!chunk_of(at))
+	if (!c)
 		return -EFAULT;
-	tp_rt_code_open(&code);
-	err = tp_rt_code_write(&code, at, src, len);
-	tp_rt_code_close(&code);
-	return err;
+	memcpy((void *)(uintptr_t)(c->rw + (at - c->rx)), src, len);
+	return 0;
+}
+
+/* Write 8 bytes at @at (8-aligned) in one store: another thread may be running them. */
+static void cache_store8(uint64_t at, const void *src)
+{
+	struct chunk *c = chunk_of(at);
+	uint64_t v;
+
+	memcpy(&v, src, 8);
+	if (c)
+		__atomic_store_n((uint64_t *)(uintptr_t)(c->rw + (at - c->rx)), v,
+				 __ATOMIC_RELEASE);
 }
 
 /* ---- which code is counted: everything but the preloaded agent's ---- */
@@ -225,6 +287,51 @@ static size_t fetch(uint64_t pc, uint8_t *out)
 	return (size_t)n;
 }
 
+/* Are the status flags dead at @pc: written by the block's first instructions before any
+ * reads them?  Then the count is one add.  Writes that may not happen are not writes: a
+ * shift or rotate by 0, a rep string instruction with rcx = 0; nor are "undefined" ones
+ * (a CPU may leave such a flag unchanged). */
+static int flags_dead_at(uint64_t pc)
+{
+	const uint32_t status = ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF |
+				ZYDIS_CPUFLAG_ZF | ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF;
+	static ZydisDecoder dec;
+	static int ready;
+	uint32_t need = status;
+
+	if (!ready &&
+	    ZYAN_FAILED(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return 0;
+	ready = 1;
+	for (int i = 0; i < 8; i++) {
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		ZydisDecodedInstruction in;
+		uint8_t b[TP_ARCH_MAX_INSN_LEN];
+		size_t have = fetch(pc, b);
+		const ZydisAccessedFlags *f;
+
+		if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, have, &in, ops)) || !in.cpu_flags)
+			return 0;
+		f = in.cpu_flags;
+		if ((f->tested & need) || in.meta.category == ZYDIS_CATEGORY_COND_BR ||
+		    in.meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
+		    in.meta.category == ZYDIS_CATEGORY_CALL ||
+		    in.meta.category == ZYDIS_CATEGORY_RET ||
+		    in.meta.category == ZYDIS_CATEGORY_SYSCALL ||
+		    in.meta.category == ZYDIS_CATEGORY_INTERRUPT)
+			return 0;
+		if (in.meta.category != ZYDIS_CATEGORY_SHIFT &&
+		    in.meta.category != ZYDIS_CATEGORY_ROTATE &&
+		    !(in.attributes &
+		      (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)))
+			need &= ~(f->modified | f->set_0 | f->set_1);
+		if (!need)
+			return 1;
+		pc += in.length;
+	}
+	return 0;
+}
+
 static void put_stub(struct tp_arch_writer *w, uint64_t target)
 {
 	size_t at;
@@ -233,6 +340,7 @@ static void put_stub(struct tp_arch_writer *w, uint64_t target)
 	if (tp_arch_writer_pc(w) & 7)
 		tp_arch_put_nop(w, 8 - (tp_arch_writer_pc(w) & 7));
 	at = w->len;
+	tp_dbt_map_mark(at, 0, 1);
 	TPL(w, stub);
 	if (!w->err)
 		memcpy(w->buf + at + TP_DBT_STUB_TARGET, &target, 8);
@@ -320,7 +428,12 @@ static uint64_t translate(uint64_t pc)
 	}
 	start = c->rx + c->used;
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
-	if (counted) {
+	tp_dbt_map_begin();
+	tp_dbt_map_mark(0, 0, 0);
+	if (counted && flags_dead_at(pc)) {
+		TPL(&w, count_add);
+		count_at = w.len - 4;
+	} else if (counted) {
 		TPL(&w, count);
 		count_at = w.len - (tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
 	}
@@ -336,6 +449,9 @@ static uint64_t translate(uint64_t pc)
 		}
 		next = cur + in.len;
 		ninsn++;
+		/* a handler interrupting this instruction's code sees its address, and the
+		 * next one's once the instruction is done */
+		tp_dbt_map_mark(w.len, cur - pc, 0);
 		switch (in.kind) {
 		case TP_INSN_OTHER:
 			if (in.flags & TP_INSN_F_REP) {
@@ -344,11 +460,13 @@ static uint64_t translate(uint64_t pc)
 					tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
 							 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
 				err = put_copy(&w, b, &in, cur);
+				tp_dbt_map_mark(w.len, next - pc, 0);
 				if (counted)
 					tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
 							 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
 			} else {
 				err = put_copy(&w, b, &in, cur);
+				tp_dbt_map_mark(w.len, next - pc, 0);
 			}
 			break;
 		case TP_INSN_JMP:
@@ -429,6 +547,7 @@ static uint64_t translate(uint64_t pc)
 				put_gate(&w, TP_DBT_GATE_SYSCALL);
 			tp_arch_put_data(&w, b, in.len);
 			at = w.len;
+			tp_dbt_map_mark(at, next - pc, 0);
 			TPL(&w, sysret);
 			if (!w.err)
 				memcpy(w.buf + at + 2, &next, 8);
@@ -448,9 +567,10 @@ static uint64_t translate(uint64_t pc)
 			put_stub(&w, next);
 			break;
 		}
-		default: /* traps: hlt, ud2, int n */
+		default: /* traps: hlt, ud2, int n (which leaves the pc after itself) */
 			done = 1;
 			tp_arch_put_data(&w, b, in.len);
+			tp_dbt_map_mark(w.len, next - pc, 0);
 			put_stub(&w, next);
 			break;
 		}
@@ -475,29 +595,28 @@ static uint64_t translate(uint64_t pc)
 		tp_dbt_fail("cannot write into the code cache at", start);
 		return 0;
 	}
+	tp_dbt_map_commit(c->rx, start, len, pc);
 	c->used = (c->used + len + 15) & ~15ull;
 	return start;
 }
 
 /* libZydis is built with the stack protector: it reads its canary at %fs:0x28.  Before
- * the program's loader set up TLS, %fs is 0, so a private TCB stands in meanwhile. */
-static int tls_enter(void)
+ * the program's loader set up TLS, %fs is 0, so a private TCB stands in, installed once and
+ * kept until the program sets %fs (through the gate, which reports 0 to ARCH_GET_FS
+ * meanwhile): the loader reads nothing at %fs before, and two arch_prctl a translation
+ * were most of the start-up's cost. */
+static void tls_enter(void)
 {
 	static uint64_t tcb[64];
+	struct tp_dbt_thread *t = tp_dbt_self();
 
-	/* the program sets %fs only through the gate, which keeps tp_dbt.fs up to date */
-	if (tp_dbt.fs)
-		return 0;
+	/* the program sets %fs only through the gate or clone, which keep t->fs up to date */
+	if (t->fs || t->tcb_in)
+		return;
 	tcb[0] = (uint64_t)(uintptr_t)tcb;
 	tcb[5] = 0x5f7470646274aa00ull;
 	tp_raw2(SYS_arch_prctl, ARCH_SET_FS, tcb);
-	return 1;
-}
-
-static void tls_leave(int entered)
-{
-	if (entered)
-		tp_raw2(SYS_arch_prctl, ARCH_SET_FS, 0);
+	t->tcb_in = 1;
 }
 
 static int page_find(uint64_t page, uint64_t *slot)
@@ -560,7 +679,10 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 		}
 	}
 	C.nblocks = n;
-	memset(C.ibl, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
+	/* every thread's table: the others may be reading theirs meanwhile, which makes a
+	 * stale jump there as likely as natively running code being unmapped under it */
+	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)
+		memset((void *)(uintptr_t)t->table, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
 }
 
 uint64_t tp_dbt_lookup(uint64_t pc)
@@ -578,10 +700,8 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 		return 0;
 	}
 	{
-		int tls = tls_enter();
-
+		tls_enter();
 		cache = translate(pc);
-		tls_leave(tls);
 	}
 	if (!cache)
 		return 0;
@@ -634,15 +754,15 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 
 		jmp[0] = 0xe9; /* jmp rel32 */
 		memcpy(jmp + 1, &r32, 4);
-		cache_write(stub, jmp, 8);
+		cache_store8(stub, jmp);
 	} else {
 		int32_t rel = TP_DBT_STUB_LINK - 6;
 
-		cache_write(stub + TP_DBT_STUB_LINK, &to, 8);
+		cache_store8(stub + TP_DBT_STUB_LINK, &to);
 		jmp[0] = 0xff;
 		jmp[1] = 0x25;
 		memcpy(jmp + 2, &rel, 4);
-		cache_write(stub, jmp, 8);
+		cache_store8(stub, jmp);
 	}
 	tp_dbt_c_leave(tp_dbt_self());
 	return to;
@@ -650,10 +770,11 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 {
-	struct entry *e = &C.ibl[hash(pc, TP_DBT_IBL_BITS)];
+	struct tp_dbt_thread *t = tp_dbt_self();
+	struct entry *e = (struct entry *)(uintptr_t)t->table + (pc & (TP_DBT_IBL_SIZE - 1));
 	uint64_t to;
 
-	tp_dbt_c_enter(tp_dbt_self());
+	tp_dbt_c_enter(t);
 	to = tp_dbt_translate(pc);
 	if (!to)
 		return give_up();

@@ -44,10 +44,12 @@ tp_dbt_rt_enter:
 	.size tp_dbt_rt_enter, .-tp_dbt_rt_enter
 
 /* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  The frame
- * (struct tp_dbt_frame) is the program's registers and flags; C may change them and
- * returns the cache address to go on at.  It runs on the program's stack below the red
- * zone: a signal that comes meanwhile gets its frame below, as anywhere in the program,
- * and the slots it may find live are saved and put back around its handler. */
+ * (struct tp_dbt_frame) is the program's registers and flags, pushed on the program's
+ * stack below the red zone (256 bytes in all); C may change them and returns the cache
+ * address to go on at.  C runs on the thread's runtime stack (a program's thread may have
+ * a small one), unless it is already there: a handler that a signal ran meanwhile (before
+ * the C code defers signals) gets its frame below, and so does its own C code.  The slots
+ * a handler may find live are saved and put back around it. */
 .macro ENTER_C fn
 	lea -128(%rsp), %rsp
 	pushfq
@@ -67,7 +69,13 @@ tp_dbt_rt_enter:
 	push %r14
 	push %r15
 	mov %rsp, %rbx
-	sub $512, %rsp
+	mov %gs:TP_DBT_T_STACK, %rcx
+	mov %rcx, %rdx
+	sub %rsp, %rdx
+	cmp $TP_DBT_T_STACK_SIZE, %rdx
+	jbe 1f
+	mov %rcx, %rsp
+1:	sub $512, %rsp
 	and $-64, %rsp
 	fxsave64 (%rsp)
 	mov %rax, %rdi
@@ -105,12 +113,6 @@ tp_dbt_rt_direct:
 	ENTER_C tp_dbt_dispatch_direct
 	.size tp_dbt_rt_direct, .-tp_dbt_rt_direct
 
-/* An indirect branch that missed the table: rax = the program's target. */
-	.type rt_indirect, @function
-rt_indirect:
-	ENTER_C tp_dbt_dispatch_indirect
-	.size rt_indirect, .-rt_indirect
-
 /* The gate: rax = where to come back; gs:ARG says why. */
 	.globl tp_dbt_rt_gate
 	.hidden tp_dbt_rt_gate
@@ -119,34 +121,44 @@ tp_dbt_rt_gate:
 	ENTER_C tp_dbt_gate
 	.size tp_dbt_rt_gate, .-tp_dbt_rt_gate
 
-/* Indirect branch lookup: rax = the program's target; its translation from the table, or
- * the dispatcher.  Flags and rcx are saved on the runtime stack. */
+/* An inline lookup (the ibl template) missed: rax = the program's target. */
+	.globl tp_dbt_rt_miss
+	.hidden tp_dbt_rt_miss
+	.type tp_dbt_rt_miss, @function
+tp_dbt_rt_miss:
+	ENTER_C tp_dbt_dispatch_indirect
+	.size tp_dbt_rt_miss, .-tp_dbt_rt_miss
+
+/* Indirect branch lookup: rax = the program's target; its translation from the thread's
+ * table, or the dispatcher.  No flag is touched (movzwl, lea, not, jrcxz) and nothing is
+ * pushed: the same code as the ibl template that each indirect branch carries inline. */
+.macro IBL
+	mov %rcx, %gs:TP_DBT_T_IBL_RCX
+	mov %rdx, %gs:TP_DBT_T_IBL_RDX
+	movzwl %ax, %ecx
+	mov %gs:TP_DBT_T_TABLE, %rdx
+	lea (%rcx,%rcx), %rcx
+	lea (%rdx,%rcx,8), %rdx
+	mov (%rdx), %rcx
+	not %rcx
+	lea 1(%rcx,%rax), %rcx /* target - entry's pc */
+	jrcxz 1f
+	mov %gs:TP_DBT_T_IBL_RCX, %rcx
+	mov %gs:TP_DBT_T_IBL_RDX, %rdx
+	jmp *%gs:TP_DBT_T_MISS
+1:	mov 8(%rdx), %rcx
+	mov %rcx, %gs:TP_DBT_T_NEXT
+	mov %gs:TP_DBT_T_IBL_RCX, %rcx
+	mov %gs:TP_DBT_T_IBL_RDX, %rdx
+	mov %gs:TP_DBT_T_RAX, %rax
+	jmp *%gs:TP_DBT_T_NEXT
+.endm
+
 	.globl tp_dbt_rt_ibl
 	.hidden tp_dbt_rt_ibl
 	.type tp_dbt_rt_ibl, @function
 tp_dbt_rt_ibl:
-	lea -128(%rsp), %rsp
-	pushfq
-	push %rcx
-	mov %rax, %rcx
-	shr $4, %rcx
-	xor %rax, %rcx
-	and $(TP_DBT_IBL_SIZE - 1), %ecx
-	shl $4, %rcx
-	add %gs:TP_DBT_T_TABLE, %rcx
-	cmp (%rcx), %rax
-	jne 1f
-	mov 8(%rcx), %rcx
-	mov %rcx, %gs:TP_DBT_T_NEXT
-	pop %rcx
-	popfq
-	lea 128(%rsp), %rsp
-	mov %gs:TP_DBT_T_RAX, %rax
-	jmp *%gs:TP_DBT_T_NEXT
-1:	pop %rcx
-	popfq
-	lea 128(%rsp), %rsp
-	jmp rt_indirect
+	IBL
 	.size tp_dbt_rt_ibl, .-tp_dbt_rt_ibl
 
 /* The kernel's entry for every program handler: rdi, rsi, rdx are the handler's arguments
@@ -193,6 +205,12 @@ tp_dbt_rt_sigreturn:
 	.hidden tp_dbt_tpl_\name
 tp_dbt_tpl_\name:
 .endm
+
+/* count += N (the patched imm32) where the block's first instructions write every status
+ * flag before reading one (rt-cache.c) */
+TPL count_add
+	addq $0x7fffffff, %gs:TP_DBT_T_COUNT
+TPL count_add_end
 
 /* count += N (the patched disp32 of the lea), flags untouched */
 TPL count
@@ -255,7 +273,7 @@ TPL save_rax
 	mov %rax, %gs:TP_DBT_T_RAX
 TPL save_rax_end
 TPL to_ibl
-	jmp *%gs:TP_DBT_T_IBL
+	IBL
 TPL to_ibl_end
 
 /* after a syscall: rcx as the kernel would have left it (the program's next pc, patched) */

@@ -1,14 +1,20 @@
 /* The gate: what the runtime does before a program's system call runs in the cache, and
  * at the agent's two int3s.  System calls run natively in the cache after the gate; a
- * few need the runtime first (exit flushes the count) or are refused because the runtime
- * cannot follow them yet (threads, %gs). */
+ * few need the runtime first (exit flushes the count, a thread starts with its own block)
+ * or are refused because the runtime cannot follow them (%gs). */
 #include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <time.h>
+#include <linux/futex.h>
 #include <linux/sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
+#include "rt/rt.h"
 
 /* The syscall instruction that follows the gate in the cache (rt-cache.c). */
 #define SYSCALL_LEN 2
@@ -19,17 +25,164 @@ static void note(uint32_t state)
 		__atomic_or_fetch(&tp_dbt.ctl->state, state, __ATOMIC_RELAXED);
 }
 
-/* Skip the syscall: the program sees @ret as its result. */
+/* Skip the syscall: the program sees @ret as its result (r11 as the kernel leaves it). */
 static uint64_t refuse(uint64_t back, struct tp_dbt_frame *f, long ret)
 {
 	f->rax = (uint64_t)ret;
+	f->r11 = f->rflags;
 	return back + SYSCALL_LEN;
+}
+
+/* A forked child copies the cache it shares with its parent (tp_dbt_cache_forked): the
+ * parent writes none meanwhile, waiting for the child's word in a page both share. */
+static uint32_t *fork_sync_new(void)
+{
+	long at =
+	    tp_raw6(SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+	return tp_raw_failed(at) ? NULL : (uint32_t *)(uintptr_t)at;
+}
+
+static void fork_sync_wait(uint32_t *w, long child)
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+
+	if (!w)
+		return;
+	/* a child killed before it copied does not hold the parent up */
+	while (child > 0 && !__atomic_load_n(w, __ATOMIC_ACQUIRE) && !tp_raw2(SYS_kill, child, 0))
+		tp_raw4(SYS_futex, w, FUTEX_WAIT, 0, &ts);
+	tp_raw2(SYS_munmap, w, 4096);
+}
+
+void tp_dbt_fork_sync_done(uint32_t *w)
+{
+	tp_dbt_cache_forked();
+	if (!w)
+		return;
+	__atomic_store_n(w, 1, __ATOMIC_RELEASE);
+	tp_raw3(SYS_futex, w, FUTEX_WAKE, 1);
+	tp_raw2(SYS_munmap, w, 4096);
+}
+
+/* clone or clone3 for a new thread, whose first code is tp_dbt_thread_start(@nt) on its
+ * start-up stack (in @nt's mapping; r12 carries @nt across into the child). */
+static long clone_raw(long nr, long a, long b, long c, long d, long e, struct tp_dbt_thread *nt)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r12 __asm__("r12") = (long)(uintptr_t)nt;
+	long ret;
+
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "mov %%r12, %%rdi\n\t"
+			 "call tp_dbt_thread_start\n\t"
+			 "ud2\n"
+			 "1:"
+			 : "=a"(ret)
+			 : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r12)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* A thread (clone with CLONE_VM, without CLONE_VFORK) starts in the cache with a block of
+ * its own: the runtime makes the call with a stack of its own for the child, which sets
+ * its %gs, then takes the program's registers and stack and goes on after the syscall.
+ * Signals stay blocked in both until each is back in a consistent state. */
+static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f,
+			     long nr, uint64_t flags)
+{
+	uint64_t all = ~0ull, sp = (uint64_t)(uintptr_t)(f + 1) + 128, top;
+	struct clone_args args = {0};
+	struct tp_dbt_thread *nt = tp_dbt_thread_new();
+	long ret;
+
+	if (!nt) {
+		tp_dbt_fail("no memory for a new thread's block", 0);
+		return refuse(back, f, -EAGAIN);
+	}
+	top = (uint64_t)(uintptr_t)nt & ~15ull;
+	if (nr == SYS_clone3) {
+		memcpy(&args, (const void *)(uintptr_t)f->rdi,
+		       f->rsi < sizeof(args) ? f->rsi : sizeof(args));
+		if (args.stack)
+			sp = args.stack + args.stack_size;
+		args.stack = (uint64_t)(uintptr_t)nt - TP_DBT_T_STACK_SIZE;
+		args.stack_size = top - args.stack;
+		nt->fs = flags & CLONE_SETTLS ? args.tls : t->fs;
+		nt->tcb_in = flags & CLONE_SETTLS ? 0 : t->tcb_in;
+	} else {
+		if (f->rsi)
+			sp = f->rsi;
+		nt->fs = flags & CLONE_SETTLS ? f->r8 : t->fs;
+		nt->tcb_in = flags & CLONE_SETTLS ? 0 : t->tcb_in;
+	}
+	nt->regs = (struct tp_dbt_regs){.r15 = f->r15,
+					.r14 = f->r14,
+					.r13 = f->r13,
+					.r12 = f->r12,
+					.rbp = f->rbp,
+					.rbx = f->rbx,
+					.r11 = f->rflags,
+					.r10 = f->r10,
+					.r9 = f->r9,
+					.r8 = f->r8,
+					.rax = 0,
+					.rcx = f->rcx,
+					.rdx = f->rdx,
+					.rsi = f->rsi,
+					.rdi = f->rdi,
+					.eflags = f->rflags,
+					.rsp = sp};
+	nt->entry = back + SYSCALL_LEN;
+	nt->forked = !(flags & CLONE_VM);
+	if (nt->forked) {
+		nt->sync = fork_sync_new();
+		note(TP_AGENT_ST_FORKED);
+	} else
+		tp_dbt_slot(nt);
+	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &all, &nt->mask, 8);
+	if (nr == SYS_clone3)
+		ret = clone_raw(nr, (long)&args, sizeof(args), 0, 0, 0, nt);
+	else
+		ret = clone_raw(nr, (long)flags, (long)top, (long)f->rdx, (long)f->r10, (long)f->r8,
+				nt);
+	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &nt->mask, NULL, 8);
+	if (nt->forked)
+		fork_sync_wait(nt->sync, ret);
+	if (ret > 0)
+		nt->tid = (int32_t)ret;
+	return refuse(back, f, ret);
+}
+
+/* fork (clone without CLONE_VM, on the same stack) is made here, with the runtime's lock
+ * held: the child's copy of the lock is then released by the child itself, whatever other
+ * threads of the parent were doing. */
+static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
+{
+	uint32_t *sync = fork_sync_new();
+	long ret;
+
+	if (nr == SYS_clone3)
+		ret = tp_raw2(nr, f->rdi, f->rsi);
+	else if (nr == SYS_clone)
+		ret = tp_raw6(nr, f->rdi, f->rsi, f->rdx, f->r10, f->r8, f->r9);
+	else
+		ret = tp_raw0(nr);
+	if (!ret)
+		tp_dbt_fork_sync_done(sync);
+	else
+		fork_sync_wait(sync, ret);
+	note(TP_AGENT_ST_FORKED);
+	return refuse(back, f, ret);
 }
 
 static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
 {
 	long nr = (long)f->rax;
-	uint64_t flags;
+	uint64_t flags, stack;
 
 	/* a vfork child shares this block with its parent until it execs or exits: what it
 	 * ran is not the parent's, as under the other engines */
@@ -41,13 +194,15 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	}
 	switch (nr) {
 	case SYS_exit:
-	case SYS_exit_group:
 		tp_dbt_flush(t);
+		return back;
+	case SYS_exit_group:
+		tp_dbt_flush_all();
 		return back;
 	case SYS_execve:
 	case SYS_execveat:
 		/* the new image is not taken over: what ran up to here is the count */
-		tp_dbt_flush(t);
+		tp_dbt_flush_all();
 		note(TP_AGENT_ST_EXEC);
 		return back;
 	case SYS_vfork:
@@ -56,24 +211,26 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		note(TP_AGENT_ST_FORKED);
 		return back;
 	case SYS_fork:
-		note(TP_AGENT_ST_FORKED);
-		return back;
+		return fork_here(back, f, nr);
 	case SYS_clone:
 	case SYS_clone3:
 		if (nr == SYS_clone3) {
-			if (!f->rdi || f->rsi < 8)
-				return back;
-			flags = *(const uint64_t *)(uintptr_t)f->rdi;
+			struct clone_args a = {0};
+
+			if (!f->rdi || f->rsi < 64 || tp_rt_mem_read(f->rdi, &a, 64))
+				return back; /* the kernel says why */
+			flags = a.flags;
+			stack = a.stack;
 		} else {
 			flags = f->rdi;
+			stack = f->rsi;
 		}
-		if ((flags & CLONE_VM) && !(flags & CLONE_VFORK)) {
-			tp_dbt_fail("the program started a thread: the dbt engine does not run "
-				    "threads yet (clone refused with EAGAIN)",
-				    0);
-			/* clone3's ENOSYS sends glibc to clone, which then fails */
-			return refuse(back, f, nr == SYS_clone3 ? -ENOSYS : -EAGAIN);
-		}
+		/* a process on a stack of its own starts as a thread does, and then takes a
+		 * copy of the cache as fork does */
+		if (!(flags & CLONE_VM) && !stack)
+			return fork_here(back, f, nr);
+		if (!(flags & CLONE_VFORK) || !(flags & CLONE_VM))
+			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
 			t->vfork_count = t->count;
 			t->vfork_pending = 1;
@@ -97,9 +254,16 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		if (f->rdi == ARCH_SET_FS) {
 			long ret = tp_raw2(SYS_arch_prctl, ARCH_SET_FS, f->rsi);
 
-			if (!ret)
-				tp_dbt.fs = f->rsi;
+			if (!ret) {
+				t->fs = f->rsi;
+				t->tcb_in = 0;
+			}
 			return refuse(back, f, ret);
+		}
+		if (f->rdi == ARCH_GET_FS && !t->fs && t->tcb_in) {
+			uint64_t zero = 0; /* the runtime's TCB stands in for none */
+
+			return refuse(back, f, tp_rt_mem_write(f->rsi, &zero, 8));
 		}
 		if (f->rdi == ARCH_SET_GS || f->rdi == ARCH_GET_GS) {
 			tp_dbt_fail("the program uses %gs, which the dbt engine owns (arch_prctl "

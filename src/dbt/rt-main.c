@@ -1,7 +1,9 @@
 /* The code-cache runtime's start and its own small libc: tracepad maps this object into
  * the program at its execve stop and points the thread here, before the program's loader
  * ran.  It sets up the thread's %gs block, translates the first block and enters it. */
+#include <signal.h>
 #include <stddef.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <asm/prctl.h>
@@ -178,6 +180,21 @@ void tp_dbt_fail(const char *what, uint64_t pc)
 	__atomic_or_fetch(&ctl->state, TP_AGENT_ST_ERROR, __ATOMIC_RELEASE);
 }
 
+/* The control block's entry of @t, taken once (at the thread's creation, so that slots
+ * are in creation order); NULL when they are all taken. */
+static struct tp_agent_thread *slot_of(struct tp_agent_ctl *ctl, struct tp_dbt_thread *t)
+{
+	struct tp_agent_thread *th = (void *)((char *)ctl + ctl->threads_off);
+
+	if (!t->slot)
+		t->slot = __atomic_add_fetch(&ctl->nthreads, 1, __ATOMIC_RELAXED);
+	if (t->slot > ctl->max_threads) {
+		__atomic_or_fetch(&ctl->state, TP_AGENT_ST_THREADS_FULL, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	return &th[t->slot - 1];
+}
+
 void tp_dbt_flush(struct tp_dbt_thread *t)
 {
 	struct tp_agent_ctl *ctl = tp_dbt.ctl;
@@ -189,24 +206,93 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 		return;
 	n = (t->paused ? t->paused_at : t->count) - t->flushed;
 	t->flushed += n;
-	th = (void *)((char *)ctl + ctl->threads_off);
-	th[0].tid = tp_dbt.pid;
-	__atomic_add_fetch(&th[0].count, n, __ATOMIC_RELEASE);
-	if (!ctl->nthreads)
-		ctl->nthreads = 1;
+	th = slot_of(ctl, t);
+	if (!th) {
+		__atomic_add_fetch(&ctl->overflow_count, n, __ATOMIC_RELEASE);
+		return;
+	}
+	th->tid = t->tid;
+	__atomic_add_fetch(&th->count, n, __ATOMIC_RELEASE);
 }
 
-static struct tp_dbt_thread *thread_new(void)
+void tp_dbt_slot(struct tp_dbt_thread *t)
 {
-	struct tp_dbt_thread *t = tp_dbt_alloc(sizeof(*t));
+	if (tp_dbt.ctl && tp_raw0(SYS_getpid) == tp_dbt.pid)
+		slot_of(tp_dbt.ctl, t);
+}
 
-	if (!t)
+void tp_dbt_flush_all(void)
+{
+	/* threads still running are killed by the exit or exec now under way: what they
+	 * counted so far is theirs */
+	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)
+		tp_dbt_flush(t);
+}
+
+/* ---- threads ---- */
+
+#define THREAD_STACK TP_DBT_T_STACK_SIZE
+#define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
+#define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
+
+struct tp_dbt_thread *tp_dbt_thread_new(void)
+{
+	/* the stack first, so that overflowing it faults below the mapping */
+	long at =
+	    tp_raw6(SYS_mmap, 0, THREAD_STACK + THREAD_BLOCK + THREAD_TABLE, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	struct tp_dbt_thread *t;
+
+	if (tp_raw_failed(at))
 		return NULL;
+	t = (void *)(uintptr_t)(at + THREAD_STACK);
 	t->self = (uint64_t)(uintptr_t)t;
+	t->stack = (uint64_t)(uintptr_t)t;
 	t->direct = (uint64_t)(uintptr_t)&tp_dbt_rt_direct;
 	t->ibl = (uint64_t)(uintptr_t)&tp_dbt_rt_ibl;
+	t->miss = (uint64_t)(uintptr_t)&tp_dbt_rt_miss;
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
+	t->table = (uint64_t)(uintptr_t)at + THREAD_STACK + THREAD_BLOCK;
+	t->link = tp_dbt.threads;
+	__atomic_store_n(&tp_dbt.threads, t, __ATOMIC_RELEASE);
 	return t;
+}
+
+void tp_dbt_thread_start(struct tp_dbt_thread *t)
+{
+	tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t);
+	t->tid = (int32_t)tp_dbt_gettid();
+	if (t->forked) {
+		/* the parent held the lock as it cloned: this process's copy is free */
+		tp_dbt_fork_sync_done(t->sync);
+		tp_dbt.lock = 0;
+	}
+	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &t->mask, NULL, 8);
+	tp_dbt_rt_enter(&t->regs, t->entry);
+	__builtin_unreachable();
+}
+
+/* A futex lock of three states (free, taken, taken with waiters). */
+void tp_dbt_lock(void)
+{
+	int c = 0;
+
+	if (__atomic_compare_exchange_n(&tp_dbt.lock, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(&tp_dbt.lock, 2, __ATOMIC_ACQUIRE);
+	while (c) {
+		tp_raw4(SYS_futex, &tp_dbt.lock, FUTEX_WAIT_PRIVATE, 2, NULL);
+		c = __atomic_exchange_n(&tp_dbt.lock, 2, __ATOMIC_ACQUIRE);
+	}
+}
+
+void tp_dbt_unlock(void)
+{
+	if (__atomic_fetch_sub(&tp_dbt.lock, 1, __ATOMIC_RELEASE) != 1) {
+		__atomic_store_n(&tp_dbt.lock, 0, __ATOMIC_RELEASE);
+		tp_raw3(SYS_futex, &tp_dbt.lock, FUTEX_WAKE_PRIVATE, 1);
+	}
 }
 
 static int boot_ok(const struct tp_dbt_boot *b)
@@ -229,15 +315,17 @@ TP_DBT_EXPORT __attribute__((noreturn)) void tp_dbt_rt_main(struct tp_dbt_boot *
 	tp_dbt.boot = b;
 	tp_dbt.ctl = (struct tp_agent_ctl *)(uintptr_t)b->ctl;
 	tp_dbt.pid = b->pid;
-	tp_dbt.fs = b->regs.fs_base;
 	tp_dbt.heap = (uint64_t)(uintptr_t)(b + 1);
 	tp_dbt.heap_end = b->heap_end;
-	t = thread_new();
+	t = tp_dbt_thread_new();
 	if (!t || tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t) || tp_dbt_cache_init()) {
 		tp_dbt_fail("the code cache could not start", 0);
 		tp_raw1(SYS_exit_group, 127);
 	}
 	tp_dbt.main = t;
+	t->tid = b->pid;
+	t->fs = b->regs.fs_base;
+	tp_dbt_slot(t);
 	if (tp_dbt.ctl)
 		__atomic_or_fetch(&tp_dbt.ctl->state, TP_AGENT_ST_ACTIVE, __ATOMIC_RELEASE);
 	first = tp_dbt_dispatch_indirect(b->regs.rip, NULL);

@@ -20,14 +20,16 @@ struct tp_dbt_frame {
 
 /* The scratch slots of a thread as a signal found them (rt-signal.c). */
 struct tp_dbt_saved {
-	uint64_t uc, rax, rcx0, rdx, next, arg, count;
+	uint64_t uc, rax, rcx0, rdx, next, arg, count, ibl_rcx, ibl_rdx;
+	uint64_t cache_pc, prog_pc; /* the interrupted pc, and what the handler was shown */
 };
 #define TP_DBT_SAVES 32
 
 /* The per-thread block behind %gs: the fixed part of rt-abi.h, then the runtime's own. */
 struct tp_dbt_thread {
-	uint64_t rax, rcx0, count, next, rsvd[2], arg, direct, ibl, gate, table, rdx, self;
-	uint64_t pad[TP_DBT_T_SIZE / 8 - 13];
+	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
+	uint64_t miss, stack;
+	uint64_t pad[TP_DBT_T_SIZE / 8 - 15];
 	uint64_t paused_at;   /* count at the agent's first int3, while paused */
 	uint64_t flushed;     /* part of count already added to the control block */
 	uint64_t vfork_count; /* count when a vfork child started sharing this block */
@@ -38,6 +40,17 @@ struct tp_dbt_thread {
 	int in_c;
 	int npending;
 	siginfo_t pending;
+	/* threads: each has its block, lookup table and start-up stack in one mapping */
+	struct tp_dbt_thread *link; /* every thread the process started, newest first */
+	int32_t tid;
+	uint32_t slot;	/* its entry in the control block's threads */
+	uint64_t fs;	/* its %fs base (0 until the program's loader sets up TLS) */
+	int tcb_in;	/* %fs is the runtime's private TCB meanwhile (rt-cache.c) */
+	uint64_t mask;	/* a new thread's signal mask, unblocked once its %gs is set */
+	int forked;	/* ... or a new process's, which copies the cache first */
+	uint32_t *sync; /* and then tells its parent through this word */
+	uint64_t entry; /* where a new thread enters the cache, with these registers */
+	struct tp_dbt_regs regs;
 };
 
 /* The process-wide state of the runtime. */
@@ -47,8 +60,9 @@ struct tp_dbt_rt {
 	uint64_t heap, heap_end;
 	int pid;
 	int failed;
-	uint64_t fs; /* the program's %fs base (arch_prctl through the gate) */
 	struct tp_dbt_thread *main;
+	struct tp_dbt_thread *threads; /* the list of every thread block, under the lock */
+	int lock; /* the runtime's C code runs in one thread at a time (futex word) */
 };
 extern struct tp_dbt_rt tp_dbt TP_DBT_HIDDEN;
 
@@ -58,13 +72,29 @@ void *tp_dbt_alloc(size_t size) TP_DBT_HIDDEN; /* zeroed, 64-aligned, never free
 void tp_dbt_fail(const char *what, uint64_t pc) TP_DBT_HIDDEN;
 /* Add the calling thread's count to the control block (what was not added before). */
 void tp_dbt_flush(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+/* Give @t its entry in the control block now (threads are listed in creation order). */
+void tp_dbt_slot(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+/* ... and every thread's: the process ends or execs. */
+void tp_dbt_flush_all(void) TP_DBT_HIDDEN;
 long tp_dbt_gettid(void) TP_DBT_HIDDEN;
+/* A thread block with its lookup table and start-up stack, listed; NULL. */
+struct tp_dbt_thread *tp_dbt_thread_new(void) TP_DBT_HIDDEN;
+/* The new thread's first code: its %gs, its mask, then the cache at t->entry. */
+__attribute__((noreturn)) void tp_dbt_thread_start(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+void tp_dbt_lock(void) TP_DBT_HIDDEN;
+void tp_dbt_unlock(void) TP_DBT_HIDDEN;
 
-/* rt-cache.c */
+/* rt-cache.c: code is translated into chunks of this size */
+#define TP_DBT_CHUNK_SIZE (16ull << 20)
+#define TP_DBT_CHUNKS 64
 int tp_dbt_cache_init(void) TP_DBT_HIDDEN;
 /* The cache address of the block at program address @pc, translated now if needed; 0
  * after tp_dbt_fail(). */
 uint64_t tp_dbt_lookup(uint64_t pc) TP_DBT_HIDDEN;
+/* In a forked child: chunks of its own, copies of the parent's (which it shared). */
+void tp_dbt_cache_forked(void) TP_DBT_HIDDEN;
+/* rt-gate.c: the same, then the parent waiting on @sync may go on. */
+void tp_dbt_fork_sync_done(uint32_t *sync) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 
@@ -75,6 +105,13 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 /* Is @pc in the cache or the runtime's own code? */
 int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
 
+/* rt-map.c: the marks of the block being translated (offsets from its start), then
+ * its record; the program address of a cache address, 0 when it has none. */
+void tp_dbt_map_begin(void) TP_DBT_HIDDEN;
+void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int stub) TP_DBT_HIDDEN;
+void tp_dbt_map_commit(uint64_t chunk, uint64_t cache, size_t len, uint64_t pc) TP_DBT_HIDDEN;
+uint64_t tp_dbt_map_program_pc(uint64_t cache_pc) TP_DBT_HIDDEN;
+
 /* rt-signal.c */
 struct tp_ksigaction;
 long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
@@ -84,6 +121,7 @@ uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;
 static inline void tp_dbt_c_enter(struct tp_dbt_thread *t)
 {
 	__atomic_store_n(&t->in_c, 1, __ATOMIC_SEQ_CST);
+	tp_dbt_lock();
 }
 void tp_dbt_c_leave(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
 
@@ -94,6 +132,7 @@ uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 void tp_dbt_rt_enter(const struct tp_dbt_regs *r, uint64_t cache_pc) TP_DBT_HIDDEN;
 void tp_dbt_rt_direct(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_ibl(void) TP_DBT_HIDDEN;
+void tp_dbt_rt_miss(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
 __attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp) TP_DBT_HIDDEN;

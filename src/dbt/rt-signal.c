@@ -1,7 +1,8 @@
 /* Signals under the code cache: the program's handlers run in the cache.  The kernel enters
  * a runtime trampoline instead of each handler; the trampoline saves the thread's scratch
- * slots (a signal may interrupt cache code or the runtime while they are live) and goes on
- * at the handler's translation.  rt_sigreturn puts the slots back before the kernel
+ * slots (a signal may interrupt cache code or the runtime while they are live), shows the
+ * handler the program's pc instead of the cache's (rt-map.c) and goes on at the handler's
+ * translation.  rt_sigreturn puts the slots and the cache pc back before the kernel
  * restores the interrupted context. */
 #include <errno.h>
 #include <signal.h>
@@ -40,6 +41,16 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		s->next = t->next;
 		s->arg = t->arg;
 		s->count = t->count;
+		s->ibl_rcx = t->ibl_rcx;
+		s->ibl_rdx = t->ibl_rdx;
+		s->cache_pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+		s->prog_pc = tp_dbt_map_program_pc(s->cache_pc);
+		if (s->prog_pc) {
+			/* right after a syscall, rcx holds the pc after it, as rip does */
+			if ((uint64_t)uc->uc_mcontext.gregs[REG_RCX] == s->cache_pc)
+				uc->uc_mcontext.gregs[REG_RCX] = (greg_t)s->prog_pc;
+			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)s->prog_pc;
+		}
 	} else {
 		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
 		tp_dbt_fail("signal handlers nested too deeply", 0);
@@ -85,28 +96,35 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
 	ucontext_t *uc = (ucontext_t *)(uintptr_t)rsp;
-	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	greg_t *rip = &uc->uc_mcontext.gregs[REG_RIP];
+	struct tp_dbt_saved *s = NULL;
 
-	if (!tp_dbt_in_runtime(pc)) {
-		uint64_t to = tp_dbt_translate(pc);
-
-		if (to)
-			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)to;
-	}
 	/* frames of handlers that longjmp'd out are dropped on the way */
 	while (t->nsave > 0) {
-		struct tp_dbt_saved *s = &t->save[t->nsave - 1];
+		s = &t->save[--t->nsave];
+		if (s->uc == rsp)
+			break;
+		s = NULL;
+	}
+	/* the pc the handler was shown: back where the signal came, in the cache; a pc it
+	 * changed is the program's, translated */
+	if (s && s->prog_pc && (uint64_t)*rip == s->prog_pc) {
+		*rip = (greg_t)s->cache_pc;
+	} else if (!tp_dbt_in_runtime((uint64_t)*rip)) {
+		uint64_t to = tp_dbt_translate((uint64_t)*rip);
 
-		t->nsave--;
-		if (s->uc != rsp)
-			continue;
+		if (to)
+			*rip = (greg_t)to;
+	}
+	if (s) {
 		t->rax = s->rax;
 		t->rcx0 = s->rcx0;
 		t->rdx = s->rdx;
 		t->next = s->next;
 		t->arg = s->arg;
+		t->ibl_rcx = s->ibl_rcx;
+		t->ibl_rdx = s->ibl_rdx;
 		count_fix(uc, t->count - s->count);
-		break;
 	}
 	tp_dbt_c_leave(t);
 	tp_dbt_rt_sigreturn(rsp);
@@ -146,11 +164,12 @@ void tp_dbt_c_leave(struct tp_dbt_thread *t)
 {
 	siginfo_t si;
 
+	tp_dbt_unlock();
 	__atomic_store_n(&t->in_c, 0, __ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&t->npending, __ATOMIC_SEQ_CST))
 		return;
 	si = t->pending;
 	t->npending = 0;
 	/* delivered as this call returns, with its siginfo */
-	tp_raw4(SYS_rt_tgsigqueueinfo, tp_dbt.pid, tp_dbt_gettid(), si.si_signo, &si);
+	tp_raw4(SYS_rt_tgsigqueueinfo, tp_raw0(SYS_getpid), tp_dbt_gettid(), si.si_signo, &si);
 }

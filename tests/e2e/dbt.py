@@ -131,6 +131,69 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
         if rep:
             c.ok("warning" not in rep, "signals: every 100 us: no warning", rep.get("warning"))
 
+# What a handler reads in its ucontext is the program's pc, not the cache's: the faulting
+# instruction's for SIGSEGV (the handler then moves it on), the one after the syscall
+# (and in rcx) for a signal sent by the program itself.
+SIGPC_C = r"""
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+extern char fault_at[], fault_after[], kill_after[];
+static volatile long seen[3];
+static void on_segv(int sig, siginfo_t *si, void *p)
+{
+	ucontext_t *uc = p;
+
+	seen[0] = (long)uc->uc_mcontext.gregs[REG_RIP] - (long)fault_at;
+	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)fault_after;
+}
+static void on_usr1(int sig, siginfo_t *si, void *p)
+{
+	ucontext_t *uc = p;
+
+	seen[1] = (long)uc->uc_mcontext.gregs[REG_RIP] - (long)kill_after;
+	seen[2] = (long)uc->uc_mcontext.gregs[REG_RCX] - (long)kill_after;
+}
+int main(void)
+{
+	struct sigaction sa;
+	long r;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_segv;
+	sa.sa_flags = SA_SIGINFO;
+	sigaction(SIGSEGV, &sa, NULL);
+	sa.sa_sigaction = on_usr1;
+	sigaction(SIGUSR1, &sa, NULL);
+	__asm__ volatile(".globl fault_at, fault_after\n"
+			 "fault_at: movq $1, 0\n"
+			 " movq $2, %%rax\n"
+			 "fault_after: movq $3, %%rax\n" : "=a"(r) :: "memory");
+	printf("rax %ld\n", r);
+	__asm__ volatile(".globl kill_after\n syscall\nkill_after:\n"
+			 : "=a"(r) : "a"(SYS_tgkill), "D"(getpid()), "S"(gettid()), "d"(SIGUSR1)
+			 : "rcx", "r11", "memory");
+	printf("segv at +%ld, usr1 at +%ld, rcx +%ld, tgkill %ld\n", seen[0], seen[1], seen[2], r);
+	return 0;
+}
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
+    src, exe = os.path.join(tmp, "sigpc.c"), os.path.join(tmp, "sigpc")
+    with open(src, "w") as f:
+        f.write(SIGPC_C)
+    built = subprocess.run(["cc", "-O2", "-o", exe, src]).returncode == 0
+    if c.ok(built, "cc builds the sigpc program"):
+        nat = native([exe])
+        r = count([exe], engine="dbt")
+        rep = c.report(r, "sigpc", "dbt")
+        c.same_as_native(r, nat, "sigpc")
+        c.eq(r.out, "rax 3\nsegv at +0, usr1 at +0, rcx +0, tgkill 0\n",
+             "sigpc: handlers read the program's pc")
+
 # Bad cases: a program that sets %gs (which the runtime owns) has the call refused and is
 # told so; bytes the decoder does not know stop the run cleanly.  Both are reported.
 BAD = {
@@ -246,10 +309,132 @@ check([target("sigmask")], "sigmask")
 check([target("forkexec"), "fork"], "forkexec fork", forks=1)
 check([target("forkexec"), "vfork"], "forkexec vfork", forks=1)
 
-# What the engine cannot run yet is refused before the program starts.
-r = count([target("threads-O2"), "2"], engine="dbt")
-c.eq(r.rc, 2, "threads: refused with status 2")
-c.ok("does not run threads yet" in r.err and "threads" not in r.out, "threads: says why, "
-     "and the program did not run", r)
+# Threads: 4 threads started with raw clone, each counted in its own block.  After the
+# clone, worker i runs test, jz, lea, imul, 1000 * (i + 1) rounds of dec and jnz, then mov,
+# xor, syscall: 7 + 2000 * (i + 1) instructions, whatever the threads' interleaving.  The
+# main thread waits for each worker's tid to be cleared (futex), so its own count varies.
+# Their stacks are 4 KiB: the runtime's C code must run on a stack of its own.
+THREADS_S = r"""
+#define FLAGS 0x350f00 /* VM FS FILES SIGHAND THREAD SYSVSEM PARENT_SETTID CHILD_CLEARTID */
+.globl _start
+_start:
+	xor %ebx, %ebx
+1:	mov $56, %eax
+	mov $FLAGS, %edi
+	lea stacks+4096(%rip), %rsi
+	mov %rbx, %rcx
+	shl $12, %rcx
+	add %rcx, %rsi
+	lea tids(%rip), %rdx
+	lea (%rdx,%rbx,4), %rdx
+	mov %rdx, %r10
+	xor %r8d, %r8d
+	syscall
+	test %rax, %rax
+	jz worker
+	inc %ebx
+	cmp $4, %ebx
+	jne 1b
+	xor %ebx, %ebx
+2:	lea tids(%rip), %rdi
+	lea (%rdi,%rbx,4), %rdi
+	mov (%rdi), %edx
+	test %edx, %edx
+	jz 3f
+	mov $202, %eax
+	xor %esi, %esi /* FUTEX_WAIT */
+	xor %r10d, %r10d
+	syscall
+	jmp 2b
+3:	inc %ebx
+	cmp $4, %ebx
+	jne 2b
+	mov $1, %eax
+	mov $1, %edi
+	lea msg(%rip), %rsi
+	mov $8, %edx
+	syscall
+	mov $231, %eax
+	xor %edi, %edi
+	syscall
+worker:
+	lea 1(%rbx), %rcx
+	imul $1000, %rcx, %rcx
+4:	dec %rcx
+	jnz 4b
+	mov $60, %eax
+	xor %edi, %edi
+	syscall
+	.data
+msg:	.ascii "4 done!\n"
+	.bss
+	.p2align 12
+stacks:	.skip 4 * 4096
+tids:	.skip 16
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
+    src, exe = os.path.join(tmp, "threads4.S"), os.path.join(tmp, "threads4")
+    with open(src, "w") as f:
+        f.write(THREADS_S)
+    built = subprocess.run(["cc", "-nostdlib", "-static", "-o", exe, src]).returncode == 0
+    if c.ok(built, "cc builds threads4"):
+        r = count([exe], engine="dbt")
+        rep = c.report(r, "threads4", "dbt")
+        c.eq((r.rc, r.out), (0, "4 done!\n"), "threads4: output and status")
+        if rep:
+            th = rep["threads"]
+            c.eq(len(th), 5, "threads4: 5 threads", th)
+            c.eq([t["instructions"] for t in th[1:]], [7 + 2000 * i for i in range(1, 5)],
+                 "threads4: each worker's count, in creation order")
+            c.eq(rep["instructions"], sum(t["instructions"] for t in th),
+                 "threads4: the total is the threads' sum")
+            c.ok(len(set(t["tid"] for t in th)) == 5, "threads4: distinct tids", th)
+
+# pthreads: the 4 workers of threads-O2 run 300 more rounds each (17 instructions a round
+# at -O2, as the ptrace engine counts them: 5403, 10503, 15603, 20703 here), and a real
+# threaded compressor gives the native output.
+argv = [target("threads-O2"), "3"]
+nat = native(argv)
+r = count(argv, engine="dbt")
+rep = c.report(r, "threads-O2", "dbt")
+c.same_as_native(r, nat, "threads-O2")
+if rep:
+    p = sorted(t["instructions"] for t in rep["threads"])
+    c.eq(len(p), 5, "threads-O2: 5 threads", p)
+    c.eq([b - a for a, b in zip(p[:3], p[1:4])], [5100] * 3,
+         "threads-O2: 300 rounds more each", p)
+    c.ok("warning" not in rep, "threads-O2: no warning", rep.get("warning"))
+with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
+    data = os.path.join(tmp, "data")
+    with open(data, "wb") as f:
+        for i in range(40000):
+            f.write(b"%d %x line of text\n" % (i, i * i))
+    argv = ["pigz", "-p", "2", "-b", "128", "-k", "-f", data]
+    nat = native(argv)
+    os.rename(data + ".gz", data + ".native.gz")
+    r = count(argv, engine="dbt")
+    rep = c.report(r, "pigz -p 2", "dbt")
+    outs = []
+    for name in (data + ".gz", data + ".native.gz"):
+        with open(name, "rb") if os.path.exists(name) else open(os.devnull, "rb") as f:
+            outs.append(f.read())
+    c.ok(nat.rc == 0 and r.rc == 0 and outs[0] == outs[1] and outs[0],
+         "pigz -p 2: the file compressed as natively", (r.rc, len(outs[0]), len(outs[1])))
+    if rep:
+        c.ok(len(rep["threads"]) >= 3, "pigz -p 2: its threads counted", rep["threads"])
+
+# python3 itself (not a wrapper script: the cache follows no execve), with a thread.
+PY = ("import threading, json; t = threading.Thread(target=print, "
+      "args=(json.dumps({'a': [1, 2]}),)); t.start(); t.join()")
+if os.access("/usr/bin/python3", os.X_OK):
+    argv = ["/usr/bin/python3", "-c", PY]
+    nat = native(argv)
+    r = count(argv, engine="dbt")
+    rep = c.report(r, "python3 with a thread", "dbt")
+    c.same_as_native(r, nat, "python3 with a thread")
+    c.eq(r.out, '{"a": [1, 2]}\n', "python3 with a thread: its output")
+    if rep:
+        c.eq(len(rep["threads"]), 2, "python3 with a thread: 2 threads", rep["threads"])
+        c.ok("warning" not in rep, "python3 with a thread: no warning", rep.get("warning"))
 
 c.done()
