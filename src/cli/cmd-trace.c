@@ -130,7 +130,10 @@ int cmd_trace(int argc, char **argv)
 
 		if (!sp && (opt == 'a' || opt == 'P' || opt == 'W' || opt == 'S')) {
 			tp_cli_error("trace", "%s comes after the -t it belongs to",
-				     argv[optind - 1]);
+				     opt == 'a'	  ? "-a"
+				     : opt == 'P' ? "--pass-count"
+				     : opt == 'W' ? "--while-stepping"
+						  : "--step-actions");
 			goto out;
 		}
 		switch (opt) {

@@ -179,7 +179,7 @@ int tp_expr_compile_collect(struct tp_scope *sc, const char *text, int col0, str
 			e++;
 		}
 		if (e == p || strspn(p, " \t") == (size_t)(e - p)) {
-			err->col = col0 + (int)(p - text) + 1;
+			err->col = col0 + (int)(p + strspn(p, " \t") - text) + 1;
 			snprintf(err->msg, sizeof(err->msg), "expected an expression to collect");
 			return -EINVAL;
 		}

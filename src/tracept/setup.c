@@ -120,6 +120,23 @@ static int check_boundary(struct session *s, const struct tp_tracept_text *t, ui
 	return 0;
 }
 
+/* Does every call reach @to from the entry @from, falling through?  Optimized code may
+ * branch around what the line table calls the end of its prologue (an early return): the
+ * tracepoint stays at the entry then, so that it counts every call. */
+static bool straight(struct session *s, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		uint8_t b[TP_ARCH_MAX_INSN_LEN];
+		struct tp_insn in;
+		ssize_t n = tp_proc_read(s->pid, from, b, sizeof(b));
+
+		if (n <= 0 || tp_arch_decode(b, (size_t)n, from, &in) || in.kind != TP_INSN_OTHER)
+			return false;
+		from += in.len;
+	}
+	return from == to;
+}
+
 /* @loc[0..@n): the address of the tracepoint. */
 static int resolve(struct session *s, const struct tp_tracept_text *t, const char *loc, size_t n,
 		   uint64_t *addr)
@@ -170,7 +187,8 @@ static int resolve(struct session *s, const struct tp_tracept_text *t, const cha
 		return -EINVAL;
 	}
 	m = tp_symtab_find_map(s->syms, *addr);
-	if (m && !tp_dwarf_after_prologue(m->path, *addr - m->bias, &link))
+	if (m && !tp_dwarf_after_prologue(m->path, *addr - m->bias, &link) &&
+	    straight(s, *addr, link + m->bias))
 		*addr = link + m->bias;
 	return 0;
 }
