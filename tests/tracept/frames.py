@@ -90,7 +90,7 @@ if shutil.which("babeltrace2"):
     check(len(steps) == 2 and all(re.search(r"\bstep = [12]\b", l) for l in steps),
           "babeltrace2: the while-stepping frames", b.out[-1000:])
 else:
-    check(True, "babeltrace2 is not installed: its check is left out")
+    print("# babeltrace2 is not installed: its checks are left out")
 
 # A directory that already holds a trace is refused before the program runs.
 r = trace(["--trace", tdir, "-t", "f", "--", prog, "3"])
