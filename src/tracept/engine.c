@@ -355,6 +355,8 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 		return r == -EINVAL || r == -ESRCH ? 2 : 1;
 	}
 	tp_proc_set_trap_filter(s.p, trap_filter, &s);
+	/* A thread's hits can come a few microseconds apart: poll before sleeping. */
+	tp_proc_set_spin(s.p, 100);
 	tp_proc_resume(s.p, s.pid, TP_RESUME_CONT, 0);
 	tp_proc_resume_all(s.p);
 	for (;;) {

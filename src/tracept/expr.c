@@ -24,6 +24,7 @@ struct cc {
 	struct tp_code *out;
 	struct tp_expr_error *err;
 	bool failed;
+	int depth; /* of unary(): nesting is bounded, the stack of the tracer too */
 };
 
 static int fail(struct cc *c, const char *at, const char *fmt, ...)
@@ -382,7 +383,21 @@ static int postfix(struct cc *c, struct val *v)
 	}
 }
 
+static int unary_(struct cc *c, struct val *v);
+
 static int unary(struct cc *c, struct val *v)
+{
+	int r;
+
+	if (c->depth >= 64)
+		return fail(c, c->p, "expression nested too deeply");
+	c->depth++;
+	r = unary_(c, v);
+	c->depth--;
+	return r;
+}
+
+static int unary_(struct cc *c, struct val *v)
 {
 	const char *at;
 	struct tp_ty t;

@@ -110,6 +110,13 @@ int main(void)
 	error_at("*(void *)$rdi", 5, "pointer to void");
 	error_at("", 5, "expected an operand");
 	error_at("12abc", 5, "bad number");
+	{
+		char deep[300];
+
+		memset(deep, '(', 200);
+		strcpy(deep + 200, "1");
+		error_at(deep, 5 + 64, "nested too deeply");
+	}
 
 	{
 		struct tp_items it = {0};
