@@ -198,6 +198,8 @@ static int handle(struct session *s, struct tp_event *ev)
 	case TP_EV_BREAKPOINT: {
 		struct user_regs_struct regs;
 
+		if (s->gone) /* after an exec: no int3 is ours */
+			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
 		if (ev->has_regs)
 			regs = ev->regs;
 		else if (tp_proc_get_regs(ev->tid, &regs))

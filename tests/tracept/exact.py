@@ -26,6 +26,13 @@ for opt in ("O0", "O2"):
     check(all(f.vals["p->name"] == "<7074000000000000>" for f in r.frames),
           "%s: p->name as bytes" % opt, r.frames[:3])
 
+# A static program: no loader, its entry is where it starts.
+r = trace(["-t", "f if i % 7 == 0", "-a", "collect i", "--", target("tracept-loop-static"),
+           str(N)])
+c = r.counts.get(1)
+check(r.rc == 0 and c and c.hits == N and c.collected == len(want7) and r.exact(1) and
+      [f.int("i") for f in r.frames] == want7, "static: exact counts and values", r.err[-1500:])
+
 prog = target("tracept-loop-O0")
 # Pass count: the first 5 of the true hits, the others counted as discarded.
 r = trace(["-t", "f if i % 3 == 1", "-a", "collect i", "--pass-count", "5", "--", prog, str(N)])
