@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -51,7 +52,9 @@ int tp_tracept_to_entry(struct session *s)
 		    !tp_proc_get_pc(ev.tid, &pc) && pc == entry + 1)
 			break;
 		r = tp_proc_resume(s->p, ev.tid, TP_RESUME_CONT,
-				   ev.kind == TP_EV_SIGNAL ? ev.sig : 0);
+				   ev.kind == TP_EV_SIGNAL	 ? ev.sig
+				   : ev.kind == TP_EV_BREAKPOINT ? SIGTRAP
+								 : 0);
 	}
 	if (r)
 		return r;
@@ -79,12 +82,13 @@ void tp_tracept_where(struct session *s, uint64_t pc, char *buf, size_t len)
 			 strrchr(l.file, '/') ? strrchr(l.file, '/') + 1 : l.file, l.line);
 }
 
-static void say(const struct tp_tracept_text *t, int col, const char *fmt, const char *what)
+/* An expression error: "WHERE: MESSAGE at column N". */
+static void say(const struct tp_tracept_text *t, const struct tp_expr_error *err)
 {
-	if (col > 0)
-		tp_err("%s: %s at column %d", t->where, what ? what : fmt, col);
+	if (err->col > 0)
+		tp_err("%s: %s at column %d", t->where, err->msg, err->col);
 	else
-		tp_err("%s: %s", t->where, what ? what : fmt);
+		tp_err("%s: %s", t->where, err->msg);
 }
 
 /* Is @addr the start of an instruction of the function around it? */
@@ -212,7 +216,7 @@ static int compile_list(struct tp_scope *sc, const struct tp_tracept_text *t,
 		p += 7;
 	r = tp_expr_compile_collect(sc, p, t->col0 + (int)(p - t->text), items, &err);
 	if (r == -EINVAL)
-		say(t, err.col, err.msg, err.msg);
+		say(t, &err);
 	return r;
 }
 
@@ -259,12 +263,12 @@ static int setup_one(struct session *s, struct tracepoint *tp)
 		r = tp_expr_compile_cond(sc, cond, sp->loc.col0 + (int)(cond - sp->loc.text),
 					 &tp->cond, &err);
 		if (r)
-			say(&sp->loc, err.col, err.msg, err.msg);
+			say(&sp->loc, &err);
 		tp->has_cond = !r;
 	} else if (sp->cond.text) {
 		r = tp_expr_compile_cond(sc, sp->cond.text, sp->cond.col0, &tp->cond, &err);
 		if (r)
-			say(&sp->cond, err.col, err.msg, err.msg);
+			say(&sp->cond, &err);
 		tp->has_cond = !r;
 	}
 	for (int i = 0; !r && i < sp->ncollect; i++)

@@ -39,32 +39,36 @@ bad(["-t", "*0x10"], r"0x10 is not in the program's code", "an address outside t
 bad(["-a", "collect i"], r"-a comes after the -t it belongs to", "-a before -t")
 bad(["-t", "f", "--pass-count", "0"], r"bad --pass-count '0'", "a pass count of 0")
 
-# An address inside an instruction: f's second byte (its first instruction is longer).
-nm = subprocess.run(["nm", prog], capture_output=True, text=True).stdout
-m = re.search(r"^([0-9a-f]+) T f$", nm, re.M)
-pie = subprocess.run(["readelf", "-h", prog], capture_output=True, text=True).stdout
-if m and "DYN" in pie:
-    # The address at run time: run under tracepad with a real tracepoint first, to learn
-    # the load address from the frame's $pc and the line's f+offset.
-    r = trace(["-t", "f if i == 0", "-a", "collect $pc", "--", prog, "1"])
-    f = r.frames[0] if r.frames else None
-    off = int(f.where.split("+", 1)[1].split()[0], 16) if f else 0
-    base = f.int("$pc") - off if f else 0
-    # personality: the load address changes with ASLR; run with setarch -R for a fixed one.
-    r0 = trace(["-t", "f if i == 0", "-a", "collect $pc", "--", "setarch", "-R", prog, "1"])
-    check(r0.frames != [], "setarch -R: a frame", r0)
-    if r0.frames:
-        fr = r0.frames[0]
-        off = int(fr.where.split("+", 1)[1].split()[0], 16)
-        entry = fr.int("$pc") - off
-        r = trace(["-t", "*0x%x" % (entry + 1), "--", "setarch", "-R", prog, "10"])
-        lines = [l for l in r.err.splitlines() if l.strip()]
-        check(r.rc == 2 and len(lines) == 1 and "is inside an instruction of f" in lines[0],
-              "*ADDR inside an instruction", r)
-        r = trace(["-t", "*0x%x" % entry, "-a", "collect i", "--", "setarch", "-R", prog,
-                   "10"])
-        check(r.rc == 0 and r.counts.get(1) and r.counts[1].hits == 10,
-              "*ADDR at f's entry: 10 hits", r)
+# An address inside an instruction (the second byte of f's first instruction longer than one
+# byte, from objdump), in a running copy of the program whose load address its maps give.
+dis = subprocess.run(["objdump", "-d", "--disassemble=f", prog], capture_output=True,
+                     text=True).stdout
+insns = re.findall(r"^\s+([0-9a-f]+):\t((?:[0-9a-f]{2} )+)", dis, re.M)
+m = next((a for a, b in insns if len(b.split()) > 1), None)
+check(m is not None, "objdump shows f's instructions", dis[-500:])
+p = subprocess.Popen([prog, "spin"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+p.stdout.readline()
+base = None
+with open("/proc/%d/maps" % p.pid) as f:
+    for line in f:
+        parts = line.split()
+        if len(parts) > 5 and parts[5] == os.path.realpath(prog) and int(parts[2], 16) == 0:
+            base = int(parts[0].split("-")[0], 16)
+            break
+if m and base is not None:
+    fa = base + int(insns[0][0], 16)
+    r = trace(["-p", str(p.pid), "--duration", "0.3", "-t", "*0x%x" % (base + int(m, 16) + 1)])
+    lines = [l for l in r.err.splitlines() if l.strip()]
+    check(r.rc == 2 and len(lines) == 1 and "is inside an instruction of f" in lines[0],
+          "*ADDR inside an instruction: refused", r)
+    r = trace(["-p", str(p.pid), "--duration", "0.3", "-t", "*0x%x" % fa, "-a",
+               "collect $arg1"])
+    c = r.counts.get(1)
+    check(r.rc == 0 and c and c.hits > 0 and r.exact(1) and
+          all(0 <= f.int("$arg1") < 100 for f in r.frames), "*ADDR at f's entry: hits", r)
+check(p.poll() is None, "the program runs on after the refused and the real tracepoint")
+p.kill()
+p.wait()
 
 # Scripts: a bad line is named by FILE:LINE.
 with tempfile.NamedTemporaryFile("w", suffix=".gdb", delete=False) as s:
