@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""A real program: tracepoints on the libc functions that gzip -9 calls, collecting their
+"""Real programs: tracepoints on the libc functions that gzip -9 calls, collecting their
 arguments: gzip's output is unchanged, the hits equal the calls `tracepad calls -c`
-reports, and the write sizes collected add up to the compressed size."""
+reports, and the write sizes collected add up to the compressed size; libz's deflate while
+python3 compresses: one hit a call, as calls -c counts them, the flush mode collected."""
 import os
 import re
 import shutil
@@ -45,5 +46,28 @@ calls = {m.group(2): int(m.group(1)) for m in
                      c.err.decode(errors="replace"), re.M)}
 eq((cw.hits if cw else None, cr.hits if cr else None),
    (calls.get("write"), calls.get("read")), "hits equal what tracepad calls -c counts")
+
+# libz's deflate under python3 (a python linked with libz: Debian's).
+py = "/usr/bin/python3"
+code = ("import zlib; d = zlib.compressobj(9); "
+        "out = b''.join(d.compress(bytes([i % 251]) * 1000) for i in range(50)); "
+        "out += d.flush(); print(len(out), zlib.decompress(out) == b''.join("
+        "bytes([i % 251]) * 1000 for i in range(50)))")
+links = subprocess.run(["ldd", py], capture_output=True, text=True).stdout if os.path.exists(
+    py) else ""
+if "libz.so" in links:
+    native = runlib.run([py, "-c", code])
+    r = trace(["-t", "libz:deflate", "-a", "collect $arg2", "--", py, "-c", code])
+    c = r.counts.get(1)
+    check(r.rc == 0 and r.out == native.out and native.out.endswith("True\n"),
+          "python3 compresses the same under a tracepoint on deflate", r)
+    # Z_NO_FLUSH (0) for each compress(), Z_FINISH (4) for the flush.
+    eq([f.int("$arg2") for f in r.frames], [0] * 50 + [4], "deflate's flush argument by call")
+    k = runlib.run([TRACEPAD, "calls", "-c", "-e", "libz:deflate", "--", py, "-c", code])
+    m = re.search(r"^\s*(\d+)\s+\d+\s+.*:deflate$", k.err, re.M)
+    eq(c.hits if c else None, int(m.group(1)) if m else None,
+       "deflate: hits equal what tracepad calls -c counts")
+else:
+    print("# %s does not link libz: the deflate checks are left out" % py)
 shutil.rmtree(tmp)
 done()
