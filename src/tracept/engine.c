@@ -39,6 +39,7 @@ static void collect(struct session *s, const struct tp_items *items, const uint6
 
 		if (tp_expr_eval(it->c.code, it->c.len, regs, read_mem, s, &v, NULL)) {
 			f->unavail |= 1ull << i;
+			f->val[i] = 0;
 			f->mem[i] = room;
 			room += it->mem ? it->size : 0;
 			continue;
@@ -56,13 +57,26 @@ static void collect(struct session *s, const struct tp_items *items, const uint6
 			f->unavail |= 1ull << i;
 		}
 	}
-	if (!npcs || !tp_proc_read_pieces(s->pid, pcs, npcs))
-		return;
-	/* Some range is not readable: each on its own, to tell which. */
-	for (unsigned k = 0; k < npcs; k++)
-		if (tp_proc_read(s->pid, pcs[k].addr, pcs[k].buf, pcs[k].len) !=
-		    (ssize_t)pcs[k].len)
-			f->unavail |= 1ull << idx[k];
+	if (npcs && tp_proc_read_pieces(s->pid, pcs, npcs)) {
+		/* Some range is not readable: each on its own, to tell which. */
+		for (unsigned k = 0; k < npcs; k++)
+			if (tp_proc_read(s->pid, pcs[k].addr, pcs[k].buf, pcs[k].len) !=
+			    (ssize_t)pcs[k].len)
+				f->unavail |= 1ull << idx[k];
+	}
+	/* Scalars read as bytes become values. */
+	for (int i = 0; i < items->n; i++) {
+		const struct tp_item *it = &items->v[i];
+		unsigned bits = it->size * 8;
+		uint64_t v = 0;
+
+		if (!it->scalar || (f->unavail & (1ull << i)))
+			continue;
+		memcpy(&v, f->mem[i], it->size);
+		if (bits < 64 && it->is_signed && (v >> (bits - 1)) & 1)
+			v |= ~0ull << bits;
+		f->val[i] = v;
+	}
 }
 
 static int on_hit(struct session *s, pid_t tid, struct user_regs_struct *regs, int nest);

@@ -702,6 +702,12 @@ int tp_expr_compile_value(struct tp_scope *sc, const char *buf, int col0, struct
 		}
 		i->mem = true;
 		i->size = (uint32_t)sz;
+	} else if (v.lval) {
+		/* A scalar in memory: its address, read with the item's other ranges. */
+		i->mem = i->scalar = true;
+		i->size = (uint32_t)v.ty.size;
+		i->is_signed = v.ty.is_signed;
+		i->hex = v.ty.kind == TY_PTR;
 	} else {
 		if (rvalue(&c, &v, buf))
 			return -EINVAL;

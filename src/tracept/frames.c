@@ -54,8 +54,8 @@ static int add_class(struct session *s, struct tracepoint *tp, struct tp_items *
 
 		d[HDR_FIELDS + i] = (struct tp_trace_field_desc){
 		    .name = x->name,
-		    .type = x->mem ? TP_TRACE_BYTES : TP_TRACE_INT,
-		    .bits = x->mem ? 0 : (uint8_t)(x->size * 8),
+		    .type = x->mem && !x->scalar ? TP_TRACE_BYTES : TP_TRACE_INT,
+		    .bits = x->mem && !x->scalar ? 0 : (uint8_t)(x->size * 8),
 		    .is_signed = x->is_signed,
 		    .base = x->hex ? 16 : 10,
 		};
@@ -152,7 +152,8 @@ static void put_frame(struct session *s, struct tracepoint *tp, const struct tp_
 	uint8_t *e, *q;
 
 	for (int i = 0; i < items->n; i++)
-		size += items->v[i].mem ? 4 + items->v[i].size : items->v[i].size;
+		size += items->v[i].mem && !items->v[i].scalar ? 4 + items->v[i].size
+							       : items->v[i].size;
 	e = tp_trace_reserve_at(&s->prod, (uint16_t)(f->step ? tp->step_class_id : tp->class_id),
 				size, tp_trace_clock_now(s->prod.clock), s->pid, tid);
 	if (!e) {
@@ -166,7 +167,7 @@ static void put_frame(struct session *s, struct tracepoint *tp, const struct tp_
 	for (int i = 0; i < items->n; i++) {
 		const struct tp_item *x = &items->v[i];
 
-		if (x->mem) {
+		if (x->mem && !x->scalar) {
 			/* An unreadable range keeps its length, zeroed: the field stays typed. */
 			if (f->unavail & (1ull << i))
 				memset(f->mem[i], 0, x->size);
@@ -218,7 +219,7 @@ void tp_tracept_frame_out(struct session *s, struct tracepoint *tp, const struct
 		fprintf(o, " %s=", x->text);
 		if (f->unavail & (1ull << i)) {
 			fputs("<unavailable>", o);
-		} else if (x->mem) {
+		} else if (x->mem && !x->scalar) {
 			fputc('<', o);
 			for (uint32_t k = 0; k < x->size && k < 64; k++)
 				fprintf(o, "%02x", f->mem[i][k]);

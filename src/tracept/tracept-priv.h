@@ -77,6 +77,7 @@ struct tp_item {
 	char text[128]; /* as written, for the output */
 	bool mem;	/* the code computes an address: @size bytes are read there */
 	bool fixed;	/* mem: the address needs no read (batched into one readv) */
+	bool scalar;	/* mem: an integer of @size bytes (a value of the frame) */
 	bool is_signed, hex;
 	uint32_t size; /* bytes: value (1, 2, 4, 8) or memory */
 	struct tp_code c;

@@ -132,6 +132,14 @@ int main(void)
 		ok(r == 0 && it.v[20].mem && it.v[20].size == 3,
 		   "collect: *$rsp@3 (an untyped address) is 3 bytes");
 		tp_items_free(&it);
+		r = tp_expr_compile_collect(NULL, "*(short *)($rsi + 2), *(int *)*(long *)$rsp", 0,
+					    &it, &err);
+		ok(r == 0 && it.n == 2 && it.v[0].mem && it.v[0].scalar && it.v[0].fixed &&
+		       it.v[0].size == 2 && it.v[0].is_signed,
+		   "collect: a short at an address from registers: read with the ranges");
+		ok(r == 0 && it.n == 2 && it.v[1].scalar && !it.v[1].fixed,
+		   "collect: an int behind a pointer: its address needs a read");
+		tp_items_free(&it);
 		r = tp_expr_compile_collect(NULL, "$rdi, , $rsi", 10, &it, &err);
 		ok(r == -EINVAL && err.col == 17, "collect: an empty item at its column");
 		tp_items_free(&it);
