@@ -64,6 +64,14 @@ check(c1 and c2 and c1.hits == N and c2.hits == N and r.exact(1) and r.exact(2),
 eq([f.int("i") for f in r.frames if f.tp == 2], list(range(0, N, 100)), "loop.c:36: i")
 eq(len([f for f in r.frames if f.tp == 1]), 3, "f if i < 3: three frames")
 
+# Three tracepoints at one address (f, and its first line): one int3, each counts every hit.
+r = trace(["-t", "f if i == 1", "-a", "collect i", "-t", "f if i == 2", "-a", "collect p->x",
+           "-t", "loop.c:22 if i == 3", "--", prog, "5"])
+check(all(r.counts.get(k) and r.counts[k].hits == 5 and r.counts[k].collected == 1
+          for k in (1, 2, 3)), "three tracepoints at one address: 5 hits, 1 frame each", r)
+eq([(f.tp, f.vals) for f in r.frames], [(1, {"i": "1"}), (2, {"p->x": "6"}), (3, {})],
+   "three tracepoints at one address: their own frames")
+
 # while-stepping: 4 frames after each collecting hit, at increasing pcs in f.
 r = trace(["-t", "f if i == 5", "-a", "collect i", "--while-stepping", "4", "--", prog, "20"])
 steps = [f for f in r.frames if f.step]
