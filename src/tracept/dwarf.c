@@ -568,3 +568,28 @@ out:
 		dwfl_end(dwfl);
 	return r;
 }
+
+char *tp_dwarf_source_path(const char *path, uint64_t pc)
+{
+	Dwfl *dwfl;
+	Dwfl_Module *mod = open_mod(path, &dwfl);
+	Dwarf_Addr bias = 0;
+	Dwarf_Die *cu = mod ? dwfl_module_addrdie(mod, pc, &bias) : NULL;
+	Dwarf_Line *line = cu ? dwarf_getsrc_die(cu, pc - bias) : NULL;
+	const char *file = line ? dwarf_linesrc(line, NULL, NULL) : NULL;
+	Dwarf_Attribute a;
+	const char *dir;
+	char *out = NULL;
+
+	if (file && file[0] != '/' &&
+	    (dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &a))) != NULL) {
+		/* A unit compiled with a relative name: from its compilation directory. */
+		if (asprintf(&out, "%s/%s", dir, file) < 0)
+			out = NULL;
+	} else if (file) {
+		out = strdup(file);
+	}
+	if (dwfl)
+		dwfl_end(dwfl);
+	return out;
+}

@@ -327,8 +327,13 @@ void tp_tracept_frame_dump(FILE *f, const struct tp_trace_event *ev, uint64_t id
 	fprintf(f, ", thread %" PRId64 "\n", ev->tid);
 	where_of(syms, pc, where, sizeof(where), &l);
 	fprintf(f, "pc %s\n", where);
-	if (l.file)
-		source_line(f, l.file, l.line);
+	if (l.file) {
+		const struct tp_map *m = tp_symtab_find_map(syms, pc);
+		char *src = m ? tp_dwarf_source_path(m->path, pc - m->bias) : NULL;
+
+		source_line(f, src ? src : l.file, l.line);
+		free(src);
+	}
 	for (uint32_t i = HDR_FIELDS, item = 0; i < ev->nr_fields; i++) {
 		const struct tp_trace_field *x = &ev->fields[i];
 

@@ -121,3 +121,6 @@ int tp_dwarf_line_addr(const char *path, const char *file, int line, uint64_t *a
  * line-table row), as gdb places a breakpoint on a function: 0 with *@addr, -ENOENT
  * without line information. */
 int tp_dwarf_after_prologue(const char *path, uint64_t lowpc, uint64_t *addr);
+/* The source file of link-time @pc of object @path, made absolute with its unit's
+ * compilation directory (malloc'ed), or NULL. */
+char *tp_dwarf_source_path(const char *path, uint64_t pc);

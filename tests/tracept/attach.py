@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 
-from tptrace import TRACEPAD, TraceRun, check, done, target, trace
+from tptrace import TRACEPAD, TraceRun, attached, check, done, target, trace
 
 prog = target("tracept-loop-O0")
 
@@ -39,10 +39,9 @@ def spawn(*args):
 p = spawn("spin")
 t0 = text(p.pid)
 for cycle in range(5):
-    r = trace(["-p", str(p.pid), "--duration", "0.4", "-t", "f if i % 3 == 0",
-               "-a", "collect i, p->x"])
+    r = attached(p.pid, 5, ["-t", "f if i % 3 == 0", "-a", "collect i, p->x"])
     c = r.counts.get(1)
-    ok = (r.rc == 0 and c is not None and c.hits > 0 and r.exact(1) and
+    ok = (r.rc == 0 and c is not None and c.collected >= 5 and r.exact(1) and
           len(r.frames) == c.collected and
           all(f.int("i") % 3 == 0 and f.int("p->x") == 3 * f.int("i") for f in r.frames))
     check(ok, "cycle %d: attached, %s hits, exact, the right values" %

@@ -7,7 +7,7 @@ import re
 import subprocess
 import tempfile
 
-from tptrace import TRACEPAD, check, done, target, trace
+from tptrace import TRACEPAD, attached, check, done, target, trace
 
 prog = target("tracept-loop-O0")
 
@@ -61,8 +61,7 @@ if m and base is not None:
     lines = [l for l in r.err.splitlines() if l.strip()]
     check(r.rc == 2 and len(lines) == 1 and "is inside an instruction of f" in lines[0],
           "*ADDR inside an instruction: refused", r)
-    r = trace(["-p", str(p.pid), "--duration", "0.3", "-t", "*0x%x" % fa, "-a",
-               "collect $arg1"])
+    r = attached(p.pid, 3, ["-t", "*0x%x" % fa, "-a", "collect $arg1"])
     c = r.counts.get(1)
     check(r.rc == 0 and c and c.hits > 0 and r.exact(1) and
           all(0 <= f.int("$arg1") < 100 for f in r.frames), "*ADDR at f's entry: hits", r)

@@ -5,7 +5,11 @@ Environment: TRACEPAD (the CLI); argv[1] is the build directory of tests/tracept
 targets are.  TAP and running programs: tests/lib."""
 import os
 import re
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import run as runlib  # noqa: E402
@@ -76,3 +80,27 @@ class TraceRun(runlib.Run):
 
 def trace(args, timeout=120, **kw):
     return runlib.run([TRACEPAD, "trace"] + list(args), timeout=timeout, cls=TraceRun, **kw)
+
+
+def attached(pid, frames, args):
+    """tracepad trace -p PID ARGS, stopped by SIGINT once @frames frame lines are out (no
+    clock: on a loaded machine the attach itself may take long)."""
+    out = tempfile.NamedTemporaryFile("r", suffix=".txt", delete=False).name
+    tp = subprocess.Popen([TRACEPAD, "trace", "-o", out, "-p", str(pid)] + args,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and tp.poll() is None:
+        with open(out) as f:
+            if sum(1 for l in f if l.startswith("#")) >= frames:
+                break
+        time.sleep(0.05)
+    tp.send_signal(signal.SIGINT)
+    try:
+        _, err = tp.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        tp.kill()
+        _, err = tp.communicate()
+    r = TraceRun(tp.args, tp.returncode, "", open(out).read() + err.decode())
+    os.unlink(out)
+    return r
