@@ -137,12 +137,14 @@ static int on_hit(struct session *s, pid_t tid, struct user_regs_struct *regs, i
 	bool ours = false;
 	int r;
 
+	bool rbrk = s->rbrk && addr == s->rbrk;
+
 	regs->rip = addr; /* the pc of the tracepoint, as expressions see it */
 	for (int i = 0; i < s->ntps; i++) {
 		struct tracepoint *tp = &s->tps[i];
 		uint64_t v = 1;
 
-		if (tp->addr != addr)
+		if (tp->addr != addr || tp->pending || tp->dead)
 			continue;
 		ours = true;
 		tp->hits++;
@@ -172,14 +174,18 @@ static int on_hit(struct session *s, pid_t tid, struct user_regs_struct *regs, i
 			step = tp;
 	}
 	regs->rip = addr + 1;
-	if (!ours)
+	if (!ours && !rbrk)
 		return tp_proc_resume(s->p, tid, TP_RESUME_CONT, SIGTRAP);
-	r = tp_bp_hit(s->bps, tid, regs, step ? TP_BP_HIT_STAY : 0, NULL);
+	r = tp_bp_hit(s->bps, tid, regs, step || rbrk ? TP_BP_HIT_STAY : 0, NULL);
 	if (r == 0)
 		return tp_proc_resume(s->p, tid, TP_RESUME_CONT, SIGTRAP);
 	if (r < 0)
 		return r == -ESRCH ? 0 : r;
-	return step ? stepping(s, step, tid, nest) : 0;
+	if (rbrk)
+		tp_tracept_retry(s, tid); /* objects came or went: pending tracepoints */
+	if (step)
+		return stepping(s, step, tid, nest);
+	return rbrk ? tp_proc_resume(s->p, tid, TP_RESUME_CONT, 0) : 0;
 }
 
 static int on_fork(struct session *s, const struct tp_event *ev)

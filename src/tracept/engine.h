@@ -13,6 +13,8 @@ struct tracepoint {
 	int num; /* 1-based, as in the output */
 	const struct tp_tracept_spec *spec;
 	uint64_t addr;
+	bool pending;	 /* LIB:FUNCTION of an object not loaded yet: resolved at r_brk stops */
+	bool dead;	 /* failed to resolve or compile once its object came */
 	char where[256]; /* "f+0x8 (t.c:12)" */
 	bool has_cond;
 	struct tp_code cond;
@@ -39,6 +41,10 @@ struct session {
 	struct tp_symtab *syms;
 	pid_t pid;
 	bool launched, gone;
+	bool late;     /* resolving pending tracepoints: errors are warnings */
+	uint64_t rbrk; /* the loader's _dl_debug_state, while tracepoints are pending */
+	bool rbrk_planted;
+	uint32_t room; /* bytes of s->scratch */
 	int status;
 	struct tracepoint *tps;
 	int ntps;
@@ -53,6 +59,9 @@ struct session {
  * plant them.  0, -EINVAL after a one-line error (bad input), or -errno. */
 int tp_tracept_to_entry(struct session *s);
 int tp_tracept_setup(struct session *s);
+/* At the loader's r_brk stop of @tid: resolve, compile and plant the pending tracepoints
+ * whose object is loaded now. */
+void tp_tracept_retry(struct session *s, pid_t tid);
 /* The one-line form of @pc. */
 void tp_tracept_where(struct session *s, uint64_t pc, char *buf, size_t len);
 
@@ -61,6 +70,8 @@ void tp_tracept_where(struct session *s, uint64_t pc, char *buf, size_t len);
 void tp_tracept_fix_names(struct tp_items *it);
 int tp_tracept_frames_open(struct session *s, const char *dir);
 int tp_tracept_frames_close(struct session *s);
+/* The event class of a tracepoint resolved late. */
+void tp_tracept_frames_add(struct session *s, struct tracepoint *tp);
 void tp_tracept_frame_out(struct session *s, struct tracepoint *t, const struct tp_items *items,
 			  pid_t tid, const struct frame *f);
 

@@ -109,6 +109,8 @@ int tp_tracept_frames_open(struct session *s, const char *dir)
 	for (int i = 0; i < s->ntps && !r; i++) {
 		struct tracepoint *tp = &s->tps[i];
 
+		if (tp->pending)
+			continue; /* its class comes when it is planted */
 		tp->class_id = add_class(s, tp, &tp->items, false);
 		tp->step_class_id =
 		    tp->spec->while_stepping ? add_class(s, tp, &tp->step_items, true) : -1;
@@ -131,6 +133,22 @@ int tp_tracept_frames_open(struct session *s, const char *dir)
 	return 0;
 }
 
+void tp_tracept_frames_add(struct session *s, struct tracepoint *tp)
+{
+	if (!s->w)
+		return;
+	/* The new object's mapping, for the readers to resolve its pcs. */
+	if (copy_maps(s, s->o->trace_dir))
+		tp_warn("cannot rewrite %s/%s", s->o->trace_dir, TP_TRACE_MAPS_FILE);
+	tp->class_id = add_class(s, tp, &tp->items, false);
+	tp->step_class_id = tp->spec->while_stepping ? add_class(s, tp, &tp->step_items, true) : -1;
+	if (tp->class_id < 0 || (tp->spec->while_stepping && tp->step_class_id < 0)) {
+		tp_warn("%s: no event class for its frames: they are not written",
+			tp->spec->loc.where);
+		tp->class_id = -1;
+	}
+}
+
 int tp_tracept_frames_close(struct session *s)
 {
 	int r, r2;
@@ -151,6 +169,10 @@ static void put_frame(struct session *s, struct tracepoint *tp, const struct tp_
 	uint32_t size = 4 + 4 + 8 + 8;
 	uint8_t *e, *q;
 
+	if (tp->class_id < 0 || (f->step && tp->step_class_id < 0)) {
+		s->lost++;
+		return;
+	}
 	for (int i = 0; i < items->n; i++)
 		size += items->v[i].mem && !items->v[i].scalar ? 4 + items->v[i].size
 							       : items->v[i].size;

@@ -187,6 +187,10 @@ static int resolve(struct session *s, const struct tp_tracept_text *t, const cha
 		return check_boundary(s, t, *addr);
 	}
 	if (tp_symtab_find_symbol(s->syms, name, addr)) {
+		/* LIB:FUNCTION may come with a dlopen: pending until then (launched programs
+		 * with a loader: its r_brk tells when objects come). */
+		if (colon)
+			return -EAGAIN;
 		tp_err("%s: no function '%s' in the program or its libraries", t->where, name);
 		return -EINVAL;
 	}
@@ -252,8 +256,14 @@ static int setup_one(struct session *s, struct tracepoint *tp)
 	while (n && is_space(text[n - 1]))
 		n--;
 	r = resolve(s, &sp->loc, text, n, &tp->addr);
+	if (r == -EAGAIN) {
+		tp->pending = true;
+		snprintf(tp->where, sizeof(tp->where), "%.*s (pending)", (int)n, text);
+		return 0;
+	}
 	if (r)
 		return r;
+	tp->pending = false;
 	tp_tracept_where(s, tp->addr, tp->where, sizeof(tp->where));
 	m = tp_symtab_find_map(s->syms, tp->addr);
 	sc = m ? tp_scope_open(m->path, m->bias, tp->addr) : NULL;
@@ -294,6 +304,27 @@ static int setup_one(struct session *s, struct tracepoint *tp)
 	return 0;
 }
 
+/* @tp waits for its object: a breakpoint on the loader's r_brk (_dl_debug_state, called
+ * before and after each change of the list of objects), planted once. */
+static int pending(struct session *s, struct tracepoint *tp)
+{
+	int r;
+
+	if (!s->rbrk && tp_symtab_find_symbol(s->syms, "_dl_debug_state", &s->rbrk)) {
+		tp_err("%s: no function '%s' in the program or its libraries (nor a loader to "
+		       "wait for it)",
+		       tp->spec->loc.where, tp->where);
+		return -EINVAL;
+	}
+	tp_warn("%s: not in the objects loaded yet: the tracepoint waits for it",
+		tp->spec->loc.where);
+	if (s->rbrk_planted)
+		return 0;
+	r = tp_bp_insert(s->bps, s->pid, s->rbrk, 0);
+	s->rbrk_planted = !r || r == -EEXIST;
+	return r == -EEXIST ? 0 : r;
+}
+
 int tp_tracept_setup(struct session *s)
 {
 	uint32_t room = 0;
@@ -322,14 +353,22 @@ int tp_tracept_setup(struct session *s)
 			room = tp->step_mem_bytes;
 	}
 	s->scratch = malloc(room + 8);
+	s->room = room;
 	if (!s->scratch)
 		return -ENOMEM;
 	for (int i = 0; i < s->ntps; i++) {
 		struct tracepoint *tp = &s->tps[i];
 		bool dup = false;
 
+		if (tp->pending) {
+			r = pending(s, tp);
+			if (r)
+				return r;
+			continue;
+		}
+		dup = s->rbrk_planted && tp->addr == s->rbrk;
 		for (int k = 0; k < i; k++)
-			dup |= s->tps[k].addr == tp->addr;
+			dup |= !s->tps[k].pending && s->tps[k].addr == tp->addr;
 		if (dup)
 			continue; /* one int3 serves every tracepoint at an address */
 		r = tp_bp_insert(s->bps, s->pid, tp->addr, 0);
@@ -343,4 +382,51 @@ int tp_tracept_setup(struct session *s)
 		}
 	}
 	return 0;
+}
+
+void tp_tracept_retry(struct session *s, pid_t tid)
+{
+	bool any = false;
+
+	for (int i = 0; i < s->ntps; i++)
+		any |= s->tps[i].pending;
+	if (!any || tp_symtab_load_pid(s->syms, s->pid))
+		return;
+	for (int i = 0; i < s->ntps; i++) {
+		struct tracepoint *tp = &s->tps[i];
+		bool dup = false;
+		uint32_t need;
+		int r;
+
+		if (!tp->pending)
+			continue;
+		r = setup_one(s, tp);
+		if (tp->pending)
+			continue;
+		need = tp->mem_bytes > tp->step_mem_bytes ? tp->mem_bytes : tp->step_mem_bytes;
+		if (!r && need > s->room) {
+			uint8_t *b = realloc(s->scratch, need + 8);
+
+			if (b) {
+				s->scratch = b;
+				s->room = need;
+			}
+			r = b ? 0 : -ENOMEM;
+		}
+		for (int k = 0; !r && k < s->ntps; k++)
+			dup |= k != i && !s->tps[k].pending && !s->tps[k].dead &&
+			       s->tps[k].addr == tp->addr;
+		if (!r && !dup && tp->addr != s->rbrk)
+			r = tp_bp_insert(s->bps, tid, tp->addr, 0);
+		if (r) {
+			if (r != -EINVAL)
+				tp_warn("%s: cannot plant a tracepoint at %s: %s",
+					tp->spec->loc.where, tp->where, strerror(-r));
+			tp->dead = true;
+			tp->addr = 0;
+			continue;
+		}
+		tp_info("%s: planted at %s", tp->spec->loc.where, tp->where);
+		tp_tracept_frames_add(s, tp);
+	}
 }

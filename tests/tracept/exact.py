@@ -4,9 +4,12 @@ condition filters exactly the calls where it holds (loop.c knows its i), pass co
 collection at N, the values collected are the program's, at -O0 and -O2, with threads,
 while-stepping, several tracepoints, file:line and gdb scripts."""
 import os
+import re
+import shutil
+import subprocess
 import tempfile
 
-from tptrace import check, done, eq, target, trace
+from tptrace import TRACEPAD, check, done, eq, target, trace
 
 N = 1000
 want7 = [i for i in range(N) if i % 7 == 0]
@@ -88,6 +91,27 @@ c = r.counts.get(1)
 check(c and c.hits == 1000 and c.collected == 4 * len([i for i in range(250) if i % 7 == 0])
       and r.exact(1), "4 threads: 1000 hits, exact", r.err[-1500:])
 check(r.rc == 0 and "sum " in r.out, "the threaded program ends well", r)
+
+# A tracepoint on a library the program opens with dlopen later: pending until then.
+dl = target("libtptracedl.so")
+tdir = tempfile.mkdtemp(prefix="tracept-dl-")
+r = trace(["--trace", os.path.join(tdir, "tr"), "-t", "libtptracedl:g if i % 4 == 0", "-a",
+           "collect i", "--", target("tracept-loop-dl"), dl, "100"])
+c = r.counts.get(1)
+check(r.rc == 0 and "the tracepoint waits for it" in r.err and c and c.hits == 100 and
+      c.collected == 25 and r.exact(1), "pending until dlopen: 100 hits, 25 frames", r)
+eq([f.int("i") for f in r.frames], list(range(0, 100, 4)), "pending: the values")
+check(all(f.where.startswith("g+") for f in r.frames), "pending: frames in g", r.frames[:2])
+fr = subprocess.run([TRACEPAD, "frames", os.path.join(tdir, "tr"), "0"], capture_output=True,
+                    text=True)
+check(fr.returncode == 0 and re.search(r"^pc 0x[0-9a-f]+ g\+0x[0-9a-f]+ \(dl\.c:\d+\)$",
+                                       fr.stdout, re.M) and "  i = 0" in fr.stdout,
+      "pending: tracepad frames resolves the library's pcs", fr.stdout + fr.stderr)
+shutil.rmtree(tdir)
+r = trace(["-t", "libnosuch:g", "--", target("tracept-loop-dl"), dl, "5"])
+c = r.counts.get(1)
+check(r.rc == 0 and c and c.hits == 0 and "(pending)" in c.where,
+      "a library never loaded: the tracepoint stays pending, the program unharmed", r)
 
 # A gdb script: trace, condition, passcount, actions with while-stepping.
 with tempfile.NamedTemporaryFile("w", suffix=".gdb", delete=False) as s:
