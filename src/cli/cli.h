@@ -38,5 +38,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_markers(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
+int cmd_frames(int argc, char **argv);
 
 #endif

@@ -154,6 +154,8 @@ static const struct command {
     {"export", cmd_export, "convert a trace to Chrome trace-event JSON or folded stacks"},
     {"markers", cmd_markers,
      "list, enable or disable the static tracepoints of a program or process"},
+    {"trace", cmd_trace, "collect values at code locations: dynamic tracepoints"},
+    {"frames", cmd_frames, "list or show the frames that tracepad trace recorded"},
 };
 
 static const struct command *find_command(const char *name)
