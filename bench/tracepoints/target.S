@@ -13,3 +13,16 @@ bench_fn:
 bench_fn_end:
 	.size bench_fn, .-bench_fn
 	.section .note.GNU-stack, "", @progbits
+
+/* gdb's ftrace needs an instruction of 5 bytes or more */
+	.text
+	.p2align 4
+	.globl gfn, gfn_at
+	.type gfn, @function
+gfn:
+gfn_at:
+	mov $7, %eax
+	add %rdi, %rax
+	ret
+	.size gfn, .-gfn
+	.section .note.GNU-stack, "", @progbits
