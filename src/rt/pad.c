@@ -4,7 +4,6 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <link.h>
 #include <string.h>
 #include <sys/syscall.h>
