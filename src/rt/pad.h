@@ -1,0 +1,90 @@
+/* Jump pads: a callback run in-process at any instruction of the program, by a 5-byte jmp to
+ * a pad where 5 bytes can be taken safely, else by an int3 that rt's SIGTRAP dispatcher turns
+ * into the same call with the same register record.  The engine of fast tracepoints and of
+ * the in-process call hooks; it collects nothing itself.  Layout and rules: docs/INTERNALS.md
+ * ("Jump pads"). */
+#ifndef TP_RT_PAD_H
+#define TP_RT_PAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rt/rt.h"
+
+/* What the callback sees, the same for both paths: the program's registers as they were
+ * before the instruction at @rip ran; @rsp is the program's own stack pointer. */
+struct tp_rt_regs {
+	uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, rsp;
+	uint64_t r8, r9, r10, r11, r12, r13, r14, r15;
+	uint64_t rip, rflags;
+};
+
+/* Runs in whichever thread hit the tracepoint, possibly inside a signal handler of the
+ * program and reentrantly (a signal handler hitting the same tracepoint): it must be
+ * async-signal-safe and reentrant, and must not reach a pad or int3 of its own (no
+ * recursion guard is kept: pads use no thread-local state).  Unless the pad was installed
+ * with TP_RT_PAD_FPU, it must not touch x87/SSE/AVX registers: compile it (and all it calls)
+ * with __attribute__((target("general-regs-only"))) or -mgeneral-regs-only. */
+typedef void (*tp_rt_pad_fn)(const struct tp_rt_regs *regs, void *ctx);
+
+/* Flags of tp_rt_pad_install. */
+#define TP_RT_PAD_TRAP 0x1 /* always the int3 path */
+#define TP_RT_PAD_FPU 0x2  /* xsave/xrstor around the callback: it may be any C */
+/* No other thread runs the code at @addr during the install (the caller stopped them and
+ * moved any whose pc was inside the displaced bytes, or there is no other thread): then a
+ * jmp may displace several instructions.  Without it only an instruction of 5 bytes or
+ * more gets a jmp; shorter ones take the int3 path. */
+#define TP_RT_PAD_STOPPED 0x4
+
+/* What the caller knows of the code around @addr; every field may be 0.  Without function
+ * bounds, the symbol around @addr (dladdr1) gives them; without either, only branches within
+ * the 5 bytes themselves are seen. */
+struct tp_rt_pad_where {
+	uint64_t fn_lo, fn_hi;	 /* the function holding @addr: scanned for branches into it */
+	const uint64_t *targets; /* known branch targets (from DWARF, a jump table...) */
+	size_t ntargets;
+};
+
+/* How a pad ended up being reached. */
+enum tp_rt_pad_kind {
+	TP_RT_PAD_KIND_JMP = 1, /* jmp rel32 to the pad */
+	TP_RT_PAD_KIND_INT3,	/* int3 and the dispatcher: ~ a signal's cost a hit */
+};
+/* Why the int3 path was taken. */
+enum tp_rt_pad_why {
+	TP_RT_PAD_WHY_NONE = 0,
+	TP_RT_PAD_WHY_ASKED,	 /* TP_RT_PAD_TRAP */
+	TP_RT_PAD_WHY_TARGET,	 /* a branch target inside the bytes the jmp would take */
+	TP_RT_PAD_WHY_CALL,	 /* a call or syscall before the last displaced instruction */
+	TP_RT_PAD_WHY_UNMOVABLE, /* an instruction that cannot run elsewhere, or past the end */
+	TP_RT_PAD_WHY_REACH,	 /* no pad within rel32 reach */
+	TP_RT_PAD_WHY_RUNNING,	 /* several instructions displaced, no TP_RT_PAD_STOPPED */
+};
+
+struct tp_rt_pad;
+
+/* Install a pad at instruction @addr calling @fn(regs, @ctx) before the instruction runs.
+ * Returns 0 and *@out, or -EEXIST (a pad at or overlapping @addr), -EILSEQ (the bytes
+ * changed under us), -ENOSPC (site table full), -ENOMEM (no executable memory), -errno.
+ * Not async-signal-safe; installs and removals are serialised. */
+int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
+		      const struct tp_rt_pad_where *where, struct tp_rt_pad **out) TP_RT_HIDDEN;
+/* Put the original bytes back and wait until no thread is inside the callback (up to 2 s:
+ * -EBUSY then, the pad is unlinked all the same and @p stays valid to call again).  A pad's
+ * code is never freed: a thread still on its way through it finishes normally. */
+int tp_rt_pad_remove(struct tp_rt_pad *p) TP_RT_HIDDEN;
+
+enum tp_rt_pad_kind tp_rt_pad_kind(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+enum tp_rt_pad_why tp_rt_pad_why(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+/* Bytes of program code the pad displaced (1 for int3). */
+size_t tp_rt_pad_len(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+/* Entries into the callback path since the first install at this address. */
+uint64_t tp_rt_pad_hits(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+
+/* Read @len bytes at @addr for a callback: a plain copy when they lie on the pad's own stack
+ * pages (from @regs up to the end of the page under the program's red zone, which the pad
+ * just wrote), else tp_rt_mem_read (a system call).  0 or -EFAULT.  General-regs-only. */
+int tp_rt_pad_read(const struct tp_rt_regs *regs, uint64_t addr, void *buf,
+		   size_t len) TP_RT_HIDDEN;
+
+#endif
