@@ -8,7 +8,7 @@ babeltrace2 python3 coreutils gzip valgrind libc6-dbg sqlite3 pigz strace"
 # also on sqlite3 and pigz (strace: the calls tests compare process events with it);
 # libc6-dbg: count names ld.so's and libc's functions from their debug files (tests/cli)
 if [ "${1:-build}" = bench ]; then
-	pkgs="$pkgs ltrace liblttng-ust-dev lttng-tools"
+	pkgs="$pkgs ltrace liblttng-ust-dev lttng-tools gdb gdbserver uftrace"
 fi
 missing=""
 for p in $pkgs; do
