@@ -351,8 +351,11 @@ static int start(struct session *s)
 	if (s->insert_failed)
 		tp_warn("%u selected functions cannot be traced (%s: %s)", s->insert_failed,
 			s->insert_what, strerror(-s->insert_err));
-	/* The injections of the SSOL mappings left the first task in a reported stop. */
-	tp_proc_resume(s->p, im->pid, TP_RESUME_CONT, 0);
+	/* The injections of the SSOL mappings left the first task in a reported stop; one with
+	 * a stop of its own queued (a signal that came meanwhile) goes on when that is handled,
+	 * its signal delivered. */
+	if (!tp_proc_queued(s->p, im->pid))
+		tp_proc_resume(s->p, im->pid, TP_RESUME_CONT, 0);
 	return tp_proc_resume_all(s->p);
 }
 

@@ -788,6 +788,8 @@ int tp_count_attach_ptrace(struct tp_count_ctx *c)
 		struct user_regs_struct regs;
 
 		t->counting = c->whole;
+		if (tp_proc_queued(e.proc, t->tid))
+			continue; /* its stop is handled by run(), its signal delivered there */
 		err = tp_proc_get_regs(t->tid, &regs);
 		if (!err)
 			err = advance(&e, t, &regs);

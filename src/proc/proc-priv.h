@@ -90,8 +90,6 @@ static inline struct tp_task *tp_proc_task_find(const struct tp_proc *p, pid_t t
 
 /* event.c */
 int tp_proc_queue_push(struct tp_proc *p, const struct tp_event *ev);
-/* Is an event of @tid queued? */
-bool tp_proc_queued(struct tp_proc *p, pid_t tid);
 /* Wait for and decode one stop; events for the caller are queued.  Used while stopping. */
 int tp_proc_wait_queue(struct tp_proc *p);
 int tp_proc_interrupt(struct tp_proc *p, struct tp_task *t);

@@ -75,6 +75,10 @@ int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out);
  * signal interrupts the wait), tp_proc_attach() gives up with -EINTR, having changed
  * nothing.  NULL: wait. */
 void tp_proc_set_interrupt(volatile sig_atomic_t *flag);
+/* Is a stop of @tid reported and queued for tp_proc_wait()?  Such a task (a signal that came
+ * as tracepad attached, say) is resumed by the handling of that event, not before: resumed
+ * earlier, it would lose its signal, and the event would find it running (-EBUSY). */
+bool tp_proc_queued(struct tp_proc *p, pid_t tid);
 /* Detach from every task, delivering any signal the tasks were stopped with; tasks are
  * left running.  Frees @p.  Accepts NULL. */
 int tp_proc_detach(struct tp_proc *p);

@@ -379,7 +379,9 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 	tp_proc_set_trap_filter(s.p, trap_filter, &s);
 	/* A thread's hits can come a few microseconds apart: poll before sleeping. */
 	tp_proc_set_spin(s.p, 100);
-	tp_proc_resume(s.p, s.pid, TP_RESUME_CONT, 0);
+	/* the leader, stopped by the set-up, unless a stop of its own waits to be handled */
+	if (!tp_proc_queued(s.p, s.pid))
+		tp_proc_resume(s.p, s.pid, TP_RESUME_CONT, 0);
 	tp_proc_resume_all(s.p);
 	for (;;) {
 		struct tp_event ev;

@@ -25,6 +25,7 @@ import tempfile
 import time
 
 import tpe2e
+from tpe2e import readline, reap, text, wait_for  # noqa: E402
 
 TRACEPAD = tpe2e.TRACEPAD
 PROG = tpe2e.target("sigwork")
@@ -46,19 +47,6 @@ def expected(rounds, threads):
     return "rounds %d threads %d sum %d\n" % (rounds, threads, s)
 
 
-def readline(f, timeout):
-    """One line of pipe @f within @timeout seconds, or ''."""
-    buf = b""
-    end = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        left = end - time.monotonic()
-        if left <= 0 or not select.select([f], [], [], left)[0]:
-            break
-        b = os.read(f.fileno(), 1)
-        if not b:
-            break
-        buf += b
-    return buf.decode(errors="replace")
 
 
 def read_rest(f, timeout):
@@ -74,33 +62,8 @@ def read_rest(f, timeout):
     return buf.decode(errors="replace")
 
 
-def reap(pid, timeout=120):
-    """The exit status of our child or adopted orphan @pid (as subprocess gives it), or None."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got, st = os.waitpid(pid, os.WNOHANG)
-        if got == pid:
-            return os.waitstatus_to_exitcode(st)
-        time.sleep(0.02)
-    return None
 
 
-def text(pid):
-    """{(start, end, path): bytes} of the r-x mappings of @pid."""
-    out = {}
-    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
-        for line in maps:
-            f = line.split()
-            if len(f) < 5 or not f[1].startswith("r-x"):
-                continue
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            try:
-                mem.seek(lo)
-                data = mem.read(hi - lo)
-            except OSError:
-                data = None
-            out[(lo, hi, f[5] if len(f) > 5 else "")] = data
-    return out
 
 
 def same_text(before, after):
@@ -129,13 +92,6 @@ def tracer_of(pid, tid):
     return -1
 
 
-def wait_for(cond, timeout=20):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def start_target(rounds, threads):

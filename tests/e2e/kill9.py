@@ -18,7 +18,6 @@
 import ctypes
 import os
 import random
-import select
 import signal
 import subprocess
 import tempfile
@@ -26,6 +25,7 @@ import time
 import shutil
 
 import tpe2e
+from tpe2e import readline, reap, text, wait_for  # noqa: E402
 
 TRACEPAD = tpe2e.TRACEPAD
 PROG = tpe2e.target("kill9")
@@ -40,59 +40,12 @@ PR_SET_CHILD_SUBREAPER = 36
 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def readline(f, timeout):
-    buf = b""
-    end = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        left = end - time.monotonic()
-        if left <= 0 or not select.select([f], [], [], left)[0]:
-            break
-        b = os.read(f.fileno(), 1)
-        if not b:
-            break
-        buf += b
-    return buf.decode(errors="replace")
 
 
-def reap(pid, timeout=60):
-    """Exit status of our child or adopted orphan @pid (as subprocess gives it), or None."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        try:
-            got, st = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            return None
-        if got == pid:
-            return os.waitstatus_to_exitcode(st)
-        time.sleep(0.01)
-    return None
 
 
-def wait_for(cond, timeout=30):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return False
 
 
-def text(pid):
-    """{(start, end, path): bytes} of the r-x mappings of @pid."""
-    out = {}
-    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
-        for line in maps:
-            f = line.split()
-            if len(f) < 5 or not f[1].startswith("r-x"):
-                continue
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            try:
-                mem.seek(lo)
-                data = mem.read(hi - lo)
-            except OSError:
-                data = None
-            out[(lo, hi, f[5] if len(f) > 5 else "")] = data
-    return out
 
 
 def changed_text(before, pid):
@@ -186,7 +139,7 @@ for kind, args in ATTACH:
         prog.wait()
         continue
     pid = prog.pid
-    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 5)
+    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 5, 30)
     before = text(pid)
     bad_tracer, bad_prog, reports = [], [], 0
     for i in range(CYCLES):
@@ -275,7 +228,7 @@ prog = subprocess.Popen([tpe2e.target("sigwork"), str(SW_ROUNDS), "4"], stdin=su
 first = readline(prog.stdout, 20)
 if c.check(first == "ready %d\n" % prog.pid, "markers record -p: the target runs", first):
     pid = prog.pid
-    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 4)
+    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 4, 30)
     before = text(pid)
     bad = []
     for i in range(SW_CYCLES):

@@ -5,8 +5,10 @@ a test script exits 0 when every check passed, 1 otherwise.
 Environment: TRACEPAD (the CLI), TP_TARGETS or argv[1] (the built targets' directory)."""
 import json
 import os
+import select
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import run as runlib  # noqa: E402
@@ -150,3 +152,62 @@ class Checks(Tap):
         self.eq(r.err, nat.err, what + ": stderr unchanged (report went to -o)")
         if r.report is not None:
             self.eq(r.report.get("exit"), exit_of(nat.rc), what + ": report's exit")
+
+
+# ---- watching processes that tracepad works on (the signal and kill tests) ----
+
+def readline(f, timeout):
+    """One line of pipe @f within @timeout seconds, or what came of it ('' for nothing)."""
+    buf = b""
+    end = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([f], [], [], left)[0]:
+            break
+        b = os.read(f.fileno(), 1)
+        if not b:
+            break
+        buf += b
+    return buf.decode(errors="replace")
+
+
+def reap(pid, timeout=120):
+    """The exit status of our child or adopted orphan @pid (as subprocess gives it), or None."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            got, st = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return os.waitstatus_to_exitcode(st)
+        time.sleep(0.01)
+    return None
+
+
+def wait_for(cond, timeout=20):
+    """True once cond() is, polled every 5 ms; False after @timeout seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def text(pid):
+    """{(start, end, path): bytes} of the r-x mappings of @pid."""
+    out = {}
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            f = line.split()
+            if len(f) < 5 or not f[1].startswith("r-x"):
+                continue
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except OSError:
+                data = None
+            out[(lo, hi, f[5] if len(f) > 5 else "")] = data
+    return out
