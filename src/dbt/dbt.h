@@ -12,7 +12,6 @@
 
 struct tp_dbt_takeover {
 	const char *runtime; /* path of tracepad-dbt-rt.so */
-	const char *agent;   /* the preloaded agent, whose code is not counted; may be NULL */
 	int ctl_fd;	     /* the control block's memfd, open in the program; -1 for none */
 	size_t ctl_size;
 };

@@ -310,8 +310,6 @@ static int boot_write(struct ctx *c, const struct tp_dbt_takeover *o, struct ima
 		b->ctl = TP_DBT_CTL_AT;
 		b->ctl_size = o->ctl_size;
 	}
-	if (o->agent)
-		snprintf(b->agent, sizeof(b->agent), "%s", o->agent);
 	for (int i = 0; i < TP_DBT_ZY_COUNT; i++)
 		if (!(b->zydis[i] = image_sym(zy, zydis_names[i]))) {
 			free(b);

@@ -43,8 +43,6 @@
 
 /* Gate reasons. */
 #define TP_DBT_GATE_SYSCALL 1
-#define TP_DBT_GATE_SYNC 2  /* the agent's first int3: counting pauses */
-#define TP_DBT_GATE_SYNC2 3 /* its second: counting resumes where it paused */
 
 /* Unlinked exit stub, written by the translator and patched by the dispatcher:
  *   mov [gs:RAX], rax; lea rax, [rip - 16]; jmp [gs:DIRECT]; .quad target; .quad link
@@ -84,7 +82,6 @@ struct tp_dbt_boot {
 	uint64_t zydis[TP_DBT_ZY_COUNT];
 	int32_t pid;
 	uint32_t flags;
-	char agent[256]; /* path of the preloaded agent: its code is not counted */
 };
 #define TP_DBT_BOOT_MAGIC 0x544f4f4254424454ull
 

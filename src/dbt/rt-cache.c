@@ -22,7 +22,6 @@
 #define BLOCK_MAX_INSNS 64
 #define BLOCK_ROOM 8192 /* more than any block and its exits take */
 #define TABLE_BITS 18
-#define MODS 256
 #define PAGE_BITS 16 /* the set of code pages translated from */
 
 /* A chunk is a memfd mapped twice: r-x where cache code runs, and a writable view
@@ -36,12 +35,6 @@ struct entry {
 	uint64_t pc, cache;
 };
 
-/* Executable mappings seen so far, and whether each is the agent's (not counted). */
-struct mod {
-	uint64_t start, end;
-	int agent;
-};
-
 static struct {
 	struct chunk chunks[CHUNKS];
 	int nchunks;
@@ -50,10 +43,7 @@ static struct {
 	uint64_t *pages; /* page numbers + 1 of translated code, open addressing */
 	uint64_t npages, last_end;
 	int pages_full;
-	struct mod mods[MODS];
-	int nmods;
 	uint8_t buf[BLOCK_ROOM];
-	char maps[1 << 18];
 } C;
 
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
@@ -214,54 +204,6 @@ static void cache_store8(uint64_t at, const void *src)
 				 __ATOMIC_RELEASE);
 }
 
-/* ---- which code is counted: everything but the preloaded agent's ---- */
-
-static int read_maps(void)
-{
-	long fd = tp_raw2(SYS_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC), n;
-	size_t len = 0;
-
-	if (fd < 0)
-		return -1;
-	while (len < sizeof(C.maps) - 1 &&
-	       (n = tp_raw3(SYS_read, fd, C.maps + len, sizeof(C.maps) - 1 - len)) > 0)
-		len += (size_t)n;
-	tp_raw1(SYS_close, fd);
-	C.maps[len] = 0;
-	return (int)len;
-}
-
-static int is_agent(uint64_t pc)
-{
-	const char *agent = tp_dbt.boot->agent;
-	size_t alen = strlen(agent);
-	int len, i;
-
-	if (!agent[0])
-		return 0;
-	for (i = 0; i < C.nmods; i++)
-		if (pc - C.mods[i].start < C.mods[i].end - C.mods[i].start)
-			return C.mods[i].agent;
-	len = read_maps();
-	for (int at = 0; len > 0 && at < len;) {
-		struct tp_maps_ent e;
-		int end = at;
-
-		while (end < len && C.maps[end] != '\n')
-			end++;
-		if (!tp_maps_parse_line(C.maps + at, (size_t)(end - at), &e) && pc >= e.start &&
-		    pc < e.end) {
-			int mine = e.path_len == alen && !memcmp(e.path, agent, alen);
-
-			if (C.nmods < MODS)
-				C.mods[C.nmods++] = (struct mod){e.start, e.end, mine};
-			return mine;
-		}
-		at = end + 1;
-	}
-	return 0;
-}
-
 /* ---- translation ---- */
 
 /* Copy up to 15 bytes of code at @pc without reading past a mapping's end. */
@@ -420,7 +362,7 @@ static uint64_t translate(uint64_t pc)
 	uint64_t start, cur = pc;
 	uint32_t ninsn = 0;
 	size_t count_at = 0, len;
-	int counted = !is_agent(pc), done = 0, err = 0;
+	int done = 0, err = 0;
 
 	if (!c) {
 		tp_dbt_fail("no memory for the code cache near", pc);
@@ -430,10 +372,10 @@ static uint64_t translate(uint64_t pc)
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
 	tp_dbt_map_begin();
 	tp_dbt_map_mark(0, 0, 0);
-	if (counted && flags_dead_at(pc)) {
+	if (flags_dead_at(pc)) {
 		TPL(&w, count_add);
 		count_at = w.len - 4;
-	} else if (counted) {
+	} else {
 		TPL(&w, count);
 		count_at = w.len - (tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
 	}
@@ -456,14 +398,12 @@ static uint64_t translate(uint64_t pc)
 		case TP_INSN_OTHER:
 			if (in.flags & TP_INSN_F_REP) {
 				ninsn--; /* once per iteration, counted as it runs */
-				if (counted)
-					tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
-							 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
+				tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
+						 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
 				err = put_copy(&w, b, &in, cur);
 				tp_dbt_map_mark(w.len, next - pc, 0);
-				if (counted)
-					tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
-							 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
+				tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
+						 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
 			} else {
 				err = put_copy(&w, b, &in, cur);
 				tp_dbt_map_mark(w.len, next - pc, 0);
@@ -554,19 +494,11 @@ static uint64_t translate(uint64_t pc)
 			put_stub(&w, next);
 			break;
 		}
-		case TP_INSN_INT3: {
-			struct tp_agent_ctl *ctl = tp_dbt.ctl;
-
+		case TP_INSN_INT3:
 			done = 1;
-			if (ctl && cur == ctl->sync_pc)
-				put_gate(&w, TP_DBT_GATE_SYNC);
-			else if (ctl && cur == ctl->sync2_pc)
-				put_gate(&w, TP_DBT_GATE_SYNC2);
-			else
-				tp_arch_put_data(&w, b, in.len);
+			tp_arch_put_data(&w, b, in.len);
 			put_stub(&w, next);
 			break;
-		}
 		default: /* traps: hlt, ud2, int n (which leaves the pc after itself) */
 			done = 1;
 			tp_arch_put_data(&w, b, in.len);
@@ -588,8 +520,7 @@ static uint64_t translate(uint64_t pc)
 			    cur);
 		return 0;
 	}
-	if (counted)
-		memcpy(C.buf + count_at, &ninsn, 4);
+	memcpy(C.buf + count_at, &ninsn, 4);
 	C.last_end = cur;
 	if (cache_write(start, C.buf, len)) {
 		tp_dbt_fail("cannot write into the code cache at", start);

@@ -1,7 +1,7 @@
-/* The gate: what the runtime does before a program's system call runs in the cache, and
- * at the agent's two int3s.  System calls run natively in the cache after the gate; a
- * few need the runtime first (exit flushes the count, a thread starts with its own block)
- * or are refused because the runtime cannot follow them (%gs). */
+/* The gate: what the runtime does before a program's system call runs in the cache.  System
+ * calls run natively in the cache after the gate; a few need the runtime first (exit flushes
+ * the count, a thread starts with its own block) or are refused because the runtime cannot
+ * follow them (%gs). */
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -277,31 +277,13 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	}
 }
 
-static uint64_t gate(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
-{
-	switch (t->arg) {
-	case TP_DBT_GATE_SYNC:
-		/* what the agent runs between its two int3s is counted by no engine */
-		t->paused_at = t->count;
-		t->paused = 1;
-		return back;
-	case TP_DBT_GATE_SYNC2:
-		if (t->paused)
-			t->count = t->paused_at;
-		t->paused = 0;
-		return back;
-	default:
-		return on_syscall(t, back, f);
-	}
-}
-
 uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
 	uint64_t to;
 
 	tp_dbt_c_enter(t);
-	to = gate(t, back, f);
+	to = on_syscall(t, back, f);
 	tp_dbt_c_leave(t);
 	return to;
 }

@@ -204,7 +204,7 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 	/* a forked child runs on in its copy of the cache, uncounted as by the other engines */
 	if (!ctl || tp_raw0(SYS_getpid) != tp_dbt.pid)
 		return;
-	n = (t->paused ? t->paused_at : t->count) - t->flushed;
+	n = t->count - t->flushed;
 	t->flushed += n;
 	th = slot_of(ctl, t);
 	if (!th) {

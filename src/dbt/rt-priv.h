@@ -30,10 +30,9 @@ struct tp_dbt_thread {
 	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
 	uint64_t miss, stack;
 	uint64_t pad[TP_DBT_T_SIZE / 8 - 15];
-	uint64_t paused_at;   /* count at the agent's first int3, while paused */
 	uint64_t flushed;     /* part of count already added to the control block */
 	uint64_t vfork_count; /* count when a vfork child started sharing this block */
-	int paused, vfork_pending;
+	int vfork_pending;
 	int nsave;
 	struct tp_dbt_saved save[TP_DBT_SAVES];
 	/* in the runtime's C code, which a handler must not re-enter: signals are deferred */
