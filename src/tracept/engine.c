@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "base/log.h"
 #include "proc/guard.h"
 #include "proc/inject.h"
@@ -105,7 +106,7 @@ static int stepping(struct session *s, struct tracepoint *tp, pid_t tid, int nes
 			uint8_t b = 0;
 
 			/* The step ran into another tracepoint's int3: that is a hit. */
-			if (tp_proc_read(s->pid, regs.rip - 1, &b, 1) == 1 && b == 0xcc) {
+			if (tp_proc_read(s->pid, regs.rip - 1, &b, 1) == 1 && b == TP_ARCH_INT3) {
 				tp_proc_inject_flush(s->p);
 				if (held)
 					syscall(SYS_tgkill, s->pid, tid, held);
