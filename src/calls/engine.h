@@ -47,6 +47,7 @@ struct object {
 };
 
 struct stat_ent {
+	pid_t pid; /* a summary per process: -f may follow several */
 	char *object, *function;
 	uint64_t calls, returns, errors, total, min, max;
 	struct stat_ent *next;
@@ -139,6 +140,7 @@ struct session {
 	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
 	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */
 	uint64_t ns0, tsc0; /* a moment on both clocks, to convert the stubs' TSC readings */
+	int64_t wall_off;   /* CLOCK_REALTIME minus CLOCK_MONOTONIC at the start (-t) */
 	unsigned ntraced, insert_failed;
 	int insert_err;
 	char insert_what[256];
@@ -159,6 +161,13 @@ int tp_calls_exit_detour(struct session *s, struct image *im, struct thread *t,
 			 struct user_regs_struct *regs);
 
 uint64_t tp_calls_now_ns(void);
+/* A TSC reading (a return stub's, a line's) on the monotonic clock of tp_calls_now_ns(). */
+uint64_t tp_calls_tsc_ns(struct session *s, uint64_t tsc);
+/* Is a call at nesting @depth beyond --depth (its lines, summary and trace left out)? */
+static inline bool tp_calls_too_deep(const struct session *s, unsigned depth)
+{
+	return s->o->max_depth && depth >= (unsigned)s->o->max_depth;
+}
 /* stops.c: threads and stops.  tp_calls_handle() takes one event of the event loop;
  * tp_calls_trap_filter() is its tp_proc_trap_filter_fn. */
 struct thread *tp_calls_thread_add(struct session *s, pid_t tid, pid_t pid, struct image *im,

@@ -135,23 +135,25 @@ static void drop_recs(struct session *s, struct thread *t, unsigned keep, const 
 	while (t->n > keep) {
 		struct rec *rc = &t->recs[--t->n];
 
-		if (!t->report || !rc->f->shown)
+		if (!t->report || !rc->f->shown || tp_calls_too_deep(s, t->n))
 			continue;
-		if (!s->o->summary)
+		if (!s->o->summary && !s->o->min_ns)
 			print_line(s, t, rc, t->n, why);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, why + 3);
 	}
 }
 
-static struct stat_ent *stat_of(struct session *s, struct func *f)
+/* The summary's entry of @f in process @pid. */
+static struct stat_ent *stat_of(struct session *s, pid_t pid, struct func *f)
 {
 	struct stat_ent *e;
 
-	if (f->stat)
+	if (f->stat && f->stat->pid == pid)
 		return f->stat;
 	for (e = s->stats; e; e = e->next)
-		if (!strcmp(e->function, f->name) && !strcmp(e->object, f->obj->base))
+		if (e->pid == pid && !strcmp(e->function, f->name) &&
+		    !strcmp(e->object, f->obj->base))
 			return f->stat = e;
 	e = calloc(1, sizeof(*e));
 	if (e) {
@@ -168,6 +170,7 @@ static struct stat_ent *stat_of(struct session *s, struct func *f)
 		return NULL;
 	}
 	e->min = UINT64_MAX;
+	e->pid = pid;
 	e->next = s->stats;
 	s->stats = e;
 	return f->stat = e;
@@ -290,7 +293,11 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	};
 	if (!t->report || !f->shown)
 		return;
-	struct stat_ent *e = stat_of(s, f);
+	if (tp_calls_too_deep(s, rc->c.depth)) {
+		tp_plugins_call(s->plugins, &rc->c);
+		return;
+	}
+	struct stat_ent *e = stat_of(s, t->pid, f);
 
 	if (!e)
 		return;
@@ -391,6 +398,10 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 	}
 	if (!t->report || !rc->f->shown)
 		goto out;
+	if (tp_calls_too_deep(s, k)) {
+		tp_plugins_ret(s->plugins, &rc->c);
+		goto out;
+	}
 	{
 		const struct tp_proto *p = proto_of(s, rc->f);
 		struct user_fpregs_struct own;
@@ -406,7 +417,7 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 			tp_proto_format_ret(p, t->pid, regs, fp, err, ret, sizeof(ret), &failed);
 		else
 			failed = p && tp_proto_failed(p, regs);
-		e = stat_of(s, rc->f);
+		e = stat_of(s, t->pid, rc->f);
 		if (!e)
 			return;
 		e->returns++;
@@ -419,7 +430,7 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 		tp_plugins_ret(s->plugins, &rc->c);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, s->need_args ? ret : "");
-		if (!s->o->summary) {
+		if (!s->o->summary && d >= s->o->min_ns) {
 			if (s->o->durations)
 				snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">",
 					 ret, d / 1000000000u, d / 1000 % 1000000);
@@ -435,7 +446,7 @@ out:
 
 /* The TSC reading of a return stub on the monotonic clock: both clocks advance together,
  * their rate is measured since the start. */
-static uint64_t tsc_to_ns(struct session *s, uint64_t tsc)
+uint64_t tp_calls_tsc_ns(struct session *s, uint64_t tsc)
 {
 	uint64_t ns = tp_calls_now_ns(), now = __rdtsc();
 	double rate = now > s->tsc0 ? (double)(ns - s->ns0) / (double)(now - s->tsc0) : 1.0;
@@ -454,7 +465,7 @@ void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
 		return;
 	memcpy(fp.xmm_space, &st->xmm0, 8);
 	s->ret_tsc = st->tsc;
-	on_return(s, t, st, &regs, &fp, tsc_to_ns(s, st->tsc));
+	on_return(s, t, st, &regs, &fp, tp_calls_tsc_ns(s, st->tsc));
 	s->ret_tsc = 0;
 }
 
