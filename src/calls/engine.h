@@ -114,6 +114,11 @@ struct thread {
 	unsigned n, cap;
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
 	uint64_t line_tsc;  /* the time (TSC) of its last line: lines.c keeps them in order */
+	/* -S: the system call it is in (syscalls.c), its text as of the entry. */
+	bool in_sys;
+	int sys_nr;
+	uint64_t sys_args[6];
+	char sys_text[640];
 };
 
 struct session {
@@ -222,6 +227,15 @@ struct calls_lines;
 void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
 			const char *tail);
 void tp_calls_lines_tick(struct session *s, bool ticked);
+/* A line "[TID] TEXT" of @t at nesting @depth, as of now (-S). */
+void tp_calls_line_text(struct session *s, struct thread *t, unsigned depth, const char *text);
+/* syscalls.c: a syscall stop (-S), resumed. */
+int tp_calls_syscall_stop(struct session *s, const struct tp_event *ev);
+/* How every stop is resumed: to the next syscall stop with -S. */
+static inline enum tp_resume tp_calls_resume(const struct session *s)
+{
+	return s->o->syscalls ? TP_RESUME_SYSCALL : TP_RESUME_CONT;
+}
 /* Write every line held. */
 void tp_calls_lines_flush(struct session *s);
 void tp_calls_lines_free(struct session *s);

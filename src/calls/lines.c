@@ -241,6 +241,20 @@ void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *r
 	emit(s, L, t, s->ret_tsc ? s->ret_tsc : __rdtsc());
 }
 
+void tp_calls_line_text(struct session *s, struct thread *t, unsigned depth, const char *text)
+{
+	struct calls_lines *L = lines_of(s);
+	int indent = 2 * (int)(depth < INDENT_MAX ? depth : INDENT_MAX);
+
+	if (!L || s->o->summary)
+		return;
+	if (depth > INDENT_MAX)
+		add(s, L, "[%d] %*s{%u} %s\n", t->tid, indent, "", depth, text);
+	else
+		add(s, L, "[%d] %*s%s\n", t->tid, indent, "", text);
+	emit(s, L, t, __rdtsc());
+}
+
 void tp_calls_lines_tick(struct session *s, bool ticked)
 {
 	struct calls_lines *L = s->lines;

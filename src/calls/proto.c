@@ -116,6 +116,26 @@ static void put_buffer(struct out *o, pid_t pid, uint64_t addr, uint64_t len)
 	put_quoted(o, s, want, len > want);
 }
 
+int tp_proto_format_string(pid_t pid, uint64_t addr, int64_t len, char *buf, size_t n)
+{
+	struct out o = {.buf = buf, .len = n};
+
+	if (!n)
+		return 0;
+	buf[0] = 0;
+	if (len < -1) {
+		size_t keep = str_size;
+
+		str_size = STR_MAX; /* a path: whole, as strace shows paths */
+		put_string(&o, pid, addr);
+		str_size = keep;
+	} else if (len < 0)
+		put_string(&o, pid, addr);
+	else
+		put_buffer(&o, pid, addr, (uint64_t)len);
+	return (int)o.pos;
+}
+
 /* The shortest text that reads back as the same value. */
 static void put_double(struct out *o, double d, int maxprec, bool is_float)
 {

@@ -33,6 +33,11 @@ bool tp_proto_needs_fp(const struct tp_proto *p);
  * 4096).  One setting for the process: tracepad traces one program at a time. */
 void tp_proto_set_string_size(size_t n);
 
+/* The string at @addr of @pid as arguments show it (quoted, escaped, cut at the string size
+ * then "..."; NULL; the address when unreadable): up to its NUL when @len < 0, else a buffer
+ * of @len bytes; a path, not cut, when @len < -1.  Returns the length written (cut to fit @n). */
+int tp_proto_format_string(pid_t pid, uint64_t addr, int64_t len, char *buf, size_t n);
+
 /* Arguments, without parentheses, at the entry stop (rsp points at the return address, so
  * stack-passed arguments start at rsp+8), strace style: strings quoted and C-escaped, at most
  * the string size (32) characters then "..."; pointers 0x... or NULL; integers in decimal;

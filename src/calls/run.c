@@ -467,7 +467,7 @@ static int start(struct session *s)
 		tp_warn("%u selected functions cannot be traced (%s: %s)", s->insert_failed,
 			s->insert_what, strerror(-s->insert_err));
 	/* The injections of the SSOL mappings left the first task in a reported stop. */
-	tp_proc_resume(s->p, im->pid, TP_RESUME_CONT, 0);
+	tp_proc_resume(s->p, im->pid, tp_calls_resume(s), 0);
 	return tp_proc_resume_all(s->p);
 }
 

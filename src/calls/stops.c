@@ -508,7 +508,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	if (!t && s->err)
 		return s->err;
 	if (!t)
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), SIGTRAP);
 	im = t->img;
 	if (ev->has_regs)
 		regs = ev->regs;
@@ -530,7 +530,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
 	if (r == 0) {
 		tp_calls_event_signal(s, t, &ev->si); /* the program's own int3 */
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), SIGTRAP);
 	}
 	if (r < 0) {
 		if (r == -ESRCH)
@@ -620,7 +620,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	s->cur = NULL;
 	if (im->trap_custom)
 		trap_check(im, t->tid);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, sig);
+	return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), sig);
 }
 
 static void image_release(struct session *s, struct image *im)
@@ -676,8 +676,8 @@ static int on_fork(struct session *s, const struct tp_event *ev)
 	}
 resume:
 	if (traced)
-		tp_proc_resume(s->p, child, TP_RESUME_CONT, 0);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		tp_proc_resume(s->p, child, tp_calls_resume(s), 0);
+	return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 }
 
 static int on_exec(struct session *s, const struct tp_event *ev)
@@ -721,7 +721,7 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 	t->report = true;
 	tp_calls_event_exec(s, t);
 	tp_plugins_process(s->plugins, ev->pid, TRACEPAD_PROC_START);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+	return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 }
 
 static void on_exit_stop(struct session *s, const struct tp_event *ev)
@@ -802,7 +802,7 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 	case TP_EV_SIGNAL:
 		t = thread_find(s, ev->tid);
 		if (t && t->img && ev->sig == SIGSEGV && tp_bp_stub_fault(t->img->bps, t->tid) > 0)
-			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+			return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 		if (t && t->img) {
 			int r;
 
@@ -819,10 +819,10 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&
 		    t->img->watch_tid == ev->tid) {
 			tp_calls_watch_hit(s, t->img, ev->tid);
-			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+			return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 		}
 		tp_calls_event_signal(s, t, &ev->si);
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, ev->sig);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), ev->sig);
 	case TP_EV_CLONE:
 		t = thread_find(s, ev->tid);
 		if (t && !thread_find(s, ev->new_tid)) {
@@ -831,20 +831,22 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 				tp_plugins_thread(s->plugins, t->pid, ev->new_tid,
 						  TRACEPAD_THREAD_START);
 		}
-		tp_proc_resume(s->p, ev->new_tid, TP_RESUME_CONT, 0);
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		tp_proc_resume(s->p, ev->new_tid, tp_calls_resume(s), 0);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 	case TP_EV_FORK:
 		return on_fork(s, ev);
 	case TP_EV_EXEC:
 		return on_exec(s, ev);
 	case TP_EV_EXIT:
 		on_exit_stop(s, ev);
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 	case TP_EV_EXITED:
 		on_exited(s, ev);
 		return 0;
+	case TP_EV_SYSCALL:
+		return tp_calls_syscall_stop(s, ev);
 	default:
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 	}
 }
 

@@ -4,6 +4,7 @@ the peer prints for the same target where it is installed (calls-habits, built w
 uftrace): -s, -t/-tt/-ttt, -r, -l, --depth, --time-filter, --sort, the per-process summary
 of -c with -f, and the indentation bounded on a recursion 10,000 deep."""
 import collections
+import os
 import re
 import shutil
 import subprocess
@@ -13,6 +14,8 @@ import time
 from tpcalls import check, done, calls, run, target, LINE
 
 prog = target("calls-habits")
+# The -pg target writes gmon.out where it runs.
+os.chdir(tempfile.mkdtemp(prefix="tp-habits-"))
 PUTS = "libc.so.6:puts"
 HF = "calls-habits:main,calls-habits:h_*"
 # ltrace's line: [pid N] stamps prog->func(args) = ret
@@ -205,4 +208,35 @@ check(deepest and re.match(r"^\[\d+\]  {100}\{9999\} calls-habits:h_rec\(1\) = 1
 shallow = [ln for ln in rec if "h_rec(9960) = 9960" in ln]
 check(shallow and re.match(r"^\[\d+\]  {80}calls-habits:", shallow[0]),
       "deep: depth 40 still indented by 80 spaces", shallow[:1])
+# -S: system calls named and shown as strace shows them, the same lines for the same calls.
+SYS = ("openat", "read", "write", "close", "mmap", "mprotect", "munmap", "brk", "exit_group")
+SYSRE = re.compile(r"^(?:SYS_)?((?:%s)\(.*)$" % "|".join(SYS))
+
+
+def norm(ln):
+    return re.sub(r"0x[0-9a-f]{6,}", "ADDR", ln)
+
+
+nat = run([prog, "sys"])
+r = calls(["-S", "-e", "!*"], [prog, "sys"])
+mine = [norm(m.group(1)) for m in (SYSRE.match(re.sub(r"^\[\d+\] +", "", ln))
+                                   for ln in r.lines) if m]
+check(r.rc == 0 and r.out == nat.out, "-S: the program's output unchanged", r)
+for want in ('write(3, "hello", 5) = 5', "close(3) = 0",
+             "close(3) = -1 EBADF (Bad file descriptor)",
+             'openat(AT_FDCWD, "/dev/null", O_WRONLY) = 3', "exit_group(0) = ?"):
+    check(want in mine, "-S: " + want, mine[-12:])
+if shutil.which("strace"):
+    with tempfile.NamedTemporaryFile("r", prefix="tp-strace-") as f:
+        subprocess.run(["strace", "-o", f.name, "-e", "trace=" + ",".join(SYS), prog, "sys"],
+                       capture_output=True, timeout=120)
+        peer = [norm(m.group(1)) for m in map(SYSRE.match, f.read().splitlines()) if m]
+    peer = [re.sub(r"\)\s+= ", ") = ", ln) for ln in peer]
+    diff = [(a, b) for a, b in zip(mine, peer) if a != b]
+    check(len(mine) == len(peer) and not diff, "-S: the lines strace prints (%d)" % len(peer),
+          "%d vs %d lines; first differences %r" % (len(mine), len(peer), diff[:3]))
+r = calls(["-S", "-e", "calls-habits:h_inner"], [prog, "nest"])
+check(r.rc == 0 and any(re.match(r"^\[\d+\] SYS_write\(1, ", ln) for ln in r.lines)
+      and any(re.match(r"^\[\d+\] calls-habits:h_inner\(", ln) for ln in r.lines),
+      "-S with -e: call lines and system call lines together", r.lines[-8:])
 done()
