@@ -456,6 +456,10 @@ static int start(struct session *s)
 	if (!im || tp_calls_add_pid(s, im->pid))
 		return -ENOMEM;
 	tp_calls_trap_init(im, im->pid);
+	/* A thread's stops can come a few microseconds apart. */
+	tp_proc_set_spin(s->p, 100);
+	if (s->launched)
+		tp_calls_calibrate(s, im->pid);
 	n = tp_proc_tasks(s->p, tids, 4096);
 	for (int i = 0; i < n && i < 4096; i++)
 		if (!tp_calls_thread_add(s, tids[i], im->pid, im, true))
@@ -473,7 +477,7 @@ static int start(struct session *s)
 
 int tp_calls_run(const struct tp_calls_opts *o)
 {
-	struct session s = {.o = o};
+	struct session s = {.o = o, .entry_rec = -1};
 	char err[256];
 	int r = 0, ret = 0, interrupted = 0;
 	uint64_t deadline = 0;
@@ -526,8 +530,6 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		goto out;
 	}
 	s.started = true;
-	/* A thread's stops can come a few microseconds apart. */
-	tp_proc_set_spin(s.p, 100);
 	tp_proc_set_trap_filter(s.p, tp_calls_trap_filter, &s);
 	if (o->pid && o->duration > 0)
 		deadline = tp_calls_now_ns() + (uint64_t)(o->duration * 1e9);

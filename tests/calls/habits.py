@@ -4,6 +4,7 @@ the peer prints for the same target where it is installed (calls-habits, built w
 uftrace): -s, -t/-tt/-ttt, -r, -l, --depth, --time-filter, --sort, the per-process summary
 of -c with -f, and the indentation bounded on a recursion 10,000 deep."""
 import collections
+import json
 import os
 import re
 import shutil
@@ -11,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from tpcalls import check, done, calls, run, target, LINE
+from tpcalls import check, done, calls, run, target, LINE, TRACEPAD
 
 prog = target("calls-habits")
 # The -pg target writes gmon.out where it runs.
@@ -208,6 +209,37 @@ check(deepest and re.match(r"^\[\d+\]  {100}\{9999\} calls-habits:h_rec\(1\) = 1
 shallow = [ln for ln in rec if "h_rec(9960) = 9960" in ln]
 check(shallow and re.match(r"^\[\d+\]  {80}calls-habits:", shallow[0]),
       "deep: depth 40 still indented by 80 spaces", shallow[:1])
+# Times (-T, --trace): a call's time is the program's, from when its thread ran on after the
+# entry stop to its return, less the stops of the calls it made; in the trace, each
+# call_return's duration_ns is its time stamp minus its call_entry's, exactly.
+with tempfile.TemporaryDirectory(prefix="tp-habits-trace-") as d:
+    r = calls(["-e", HF, "-T", "--trace", os.path.join(d, "t")], [prog, "time"])
+    dump = subprocess.run([TRACEPAD, "dump", "--json", os.path.join(d, "t")],
+                          capture_output=True, text=True, timeout=120)
+evs = [json.loads(ln) for ln in dump.stdout.splitlines() if ln.startswith("{")]
+stack, pairs = [], []
+for e in evs:
+    if e["name"] == "call_entry":
+        stack.append(e)
+    elif e["name"] == "call_return" and stack:
+        b = stack.pop()
+        pairs.append((e["fields"]["function"], b["fields"]["function"],
+                      e["fields"]["duration_ns"], e["ts"] - b["ts"]))
+check(dump.returncode == 0 and len(pairs) == 7 and all(f == g for f, g, _, _ in pairs),
+      "--trace: 7 calls, each return after its entry", pairs)
+bad = [p for p in pairs if p[2] != p[3]]
+check(pairs and not bad, "--trace: duration_ns == return time - entry time, exactly", bad)
+secs = {f: [] for f in ("h_spin", "h_quick", "main")}
+for ln in r.lines:
+    m = re.match(r"^\[\d+\] +\S+:(\w+)\(.*\) = .* <([\d.]+)>$", ln)
+    if m and m.group(1) in secs:
+        secs[m.group(1)].append(float(m.group(2)))
+check(len(secs["h_spin"]) == 3 and all(s >= 0.049 for s in secs["h_spin"]),
+      "-T: each 50 ms spin lasts its 50 ms (the program's own time)", secs)
+us = {f: [round(x * 1e6) for x in v] for f, v in secs.items()}
+check(len(us["main"]) == 1 and us["main"][0] >= sum(us["h_spin"] + us["h_quick"]),
+      "-T: main lasts at least as long as the calls it made", secs)
+
 # -S: system calls named and shown as strace shows them, the same lines for the same calls.
 SYS = ("openat", "read", "write", "close", "mmap", "mprotect", "munmap", "brk", "exit_group")
 SYSRE = re.compile(r"^(?:SYS_)?((?:%s)\(.*)$" % "|".join(SYS))
