@@ -456,8 +456,10 @@ static int start(struct session *s)
 	if (!im || tp_calls_add_pid(s, im->pid))
 		return -ENOMEM;
 	tp_calls_trap_init(im, im->pid);
-	/* A thread's stops can come a few microseconds apart. */
-	tp_proc_set_spin(s->p, 100);
+	/* A thread's stops can come a few microseconds apart: polling for them saves waking the
+	 * tracer, but holds a CPU that the resumed thread may be waiting for (up to the 100 µs
+	 * of the poll, in its call's time): not when times are shown (-T, -c). */
+	tp_proc_set_spin(s->p, s->o->durations || s->o->summary ? 0 : 100);
 	if (s->launched)
 		tp_calls_calibrate(s, im->pid);
 	n = tp_proc_tasks(s->p, tids, 4096);
