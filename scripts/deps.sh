@@ -3,12 +3,13 @@
 # exact apt-get line and fails (as another user).  Usage: scripts/deps.sh [build|bench]
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libzydis-dev libelf-dev libdw-dev libunwind-dev
-babeltrace2 python3 coreutils gzip valgrind libc6-dbg sqlite3 pigz strace"
+babeltrace2 python3 coreutils gzip valgrind libc6-dbg sqlite3 pigz strace ltrace uftrace"
 # valgrind is in the test suite too: the memory plugin's totals are compared with memcheck's,
-# also on sqlite3 and pigz (strace: the calls tests compare process events with it);
+# also on sqlite3 and pigz (strace, ltrace, uftrace: the calls tests compare process events
+# and the peers' options with them);
 # libc6-dbg: count names ld.so's and libc's functions from their debug files (tests/cli)
 if [ "${1:-build}" = bench ]; then
-	pkgs="$pkgs ltrace liblttng-ust-dev lttng-tools gdb gdbserver uftrace"
+	pkgs="$pkgs liblttng-ust-dev lttng-tools gdb gdbserver"
 fi
 missing=""
 for p in $pkgs; do

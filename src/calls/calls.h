@@ -5,6 +5,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -14,7 +15,22 @@ struct tp_calls_opts {
 	char *const *plugins; /* --plugin arguments */
 	int nplugins;
 	bool summary, json, durations, entry, follow;
-	int bt; /* --bt frames, 0 for none */
+	int bt;		 /* --bt frames, 0 for none */
+	int strsize;	 /* -s: characters of a string argument shown (ltrace's and strace's 32) */
+	int timestamps;	 /* -t, -tt, -ttt: 1, 2, 3 (0: none) */
+	bool relative;	 /* -r: time since the previous line */
+	bool syscalls;	 /* -S: system calls as lines too */
+	int max_depth;	 /* --depth N: calls nested at most N deep (1: outermost only), 0: all */
+	uint64_t min_ns; /* --time-filter: call lines of calls that lasted at least this */
+	enum tp_calls_sort {
+		TP_CALLS_SORT_TOTAL, /* -c: by total time (the default), then calls */
+		TP_CALLS_SORT_CALLS,
+		TP_CALLS_SORT_AVG,
+		TP_CALLS_SORT_MIN,
+		TP_CALLS_SORT_MAX,
+		TP_CALLS_SORT_ERRORS,
+		TP_CALLS_SORT_NAME,
+	} sort;
 	FILE *out;
 	const char *trace_dir;
 	pid_t pid;	 /* -p, 0 to launch argv */

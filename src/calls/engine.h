@@ -47,6 +47,7 @@ struct object {
 };
 
 struct stat_ent {
+	pid_t pid; /* a summary per process: -f may follow several */
 	char *object, *function;
 	uint64_t calls, returns, errors, total, min, max;
 	struct stat_ent *next;
@@ -98,7 +99,9 @@ struct image {
 struct rec {
 	struct tracepad_call c;
 	struct func *f;
-	uint64_t aux; /* sigaction(SIGTRAP, act, ...): act->sa_handler */
+	uint64_t aux;	    /* sigaction(SIGTRAP, act, ...): act->sa_handler */
+	uint64_t entry_tsc; /* when the thread ran on after the entry stop (clock.c) */
+	uint64_t stall0;    /* its thread's stall_tsc then */
 	char args[512];
 	uint64_t pcs[64];
 	int npcs;
@@ -113,6 +116,14 @@ struct thread {
 	unsigned n, cap;
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
 	uint64_t line_tsc;  /* the time (TSC) of its last line: lines.c keeps them in order */
+	uint64_t stall_tsc; /* TSC ticks it spent stopped at tracepad's breakpoints (clock.c) */
+	uint64_t run_tsc;   /* when it last ran on after such a stop */
+	uint64_t ret_tsc;   /* the latest return of a call of its, in the program's time */
+	/* -S: the system call it is in (syscalls.c), its text as of the entry. */
+	bool in_sys;
+	int sys_nr;
+	uint64_t sys_args[6];
+	char sys_text[640];
 };
 
 struct session {
@@ -139,6 +150,13 @@ struct session {
 	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
 	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */
 	uint64_t ns0, tsc0; /* a moment on both clocks, to convert the stubs' TSC readings */
+	int64_t wall_off;   /* CLOCK_REALTIME minus CLOCK_MONOTONIC at the start (-t) */
+	/* A stop's latencies in TSC ticks (clock.c): from the tracer's resume to the thread
+	 * running, from the thread's trap to the tracer's wake-up; 0 when not measured. */
+	uint64_t lat_resume, lat_stop;
+	uint64_t wake_tsc; /* the breakpoint stop being handled: when tracepad took it */
+	int entry_rec;	   /* and the record of the call it entered (its thread's), or -1 */
+	bool entry_trace;  /* whose call_entry event waits for its time */
 	unsigned ntraced, insert_failed;
 	int insert_err;
 	char insert_what[256];
@@ -159,6 +177,17 @@ int tp_calls_exit_detour(struct session *s, struct image *im, struct thread *t,
 			 struct user_regs_struct *regs);
 
 uint64_t tp_calls_now_ns(void);
+/* clock.c: a TSC reading (a return stub's, a line's) on the monotonic clock of
+ * tp_calls_now_ns(); a number of TSC ticks in ns; the latencies of a stop of thread @tid
+ * (stopped, of a launched program: it single-steps an rdtsc of the program's code). */
+uint64_t tp_calls_tsc_ns(struct session *s, uint64_t tsc);
+uint64_t tp_calls_ticks_ns(struct session *s, uint64_t ticks);
+void tp_calls_calibrate(struct session *s, pid_t tid);
+/* Is a call at nesting @depth beyond --depth (its lines, summary and trace left out)? */
+static inline bool tp_calls_too_deep(const struct session *s, unsigned depth)
+{
+	return s->o->max_depth && depth >= (unsigned)s->o->max_depth;
+}
 /* stops.c: threads and stops.  tp_calls_handle() takes one event of the event loop;
  * tp_calls_trap_filter() is its tp_proc_trap_filter_fn. */
 struct thread *tp_calls_thread_add(struct session *s, pid_t tid, pid_t pid, struct image *im,
@@ -213,6 +242,15 @@ struct calls_lines;
 void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
 			const char *tail);
 void tp_calls_lines_tick(struct session *s, bool ticked);
+/* A line "[TID] TEXT" of @t at nesting @depth, as of now (-S). */
+void tp_calls_line_text(struct session *s, struct thread *t, unsigned depth, const char *text);
+/* syscalls.c: a syscall stop (-S), resumed. */
+int tp_calls_syscall_stop(struct session *s, const struct tp_event *ev);
+/* How every stop is resumed: to the next syscall stop with -S. */
+static inline enum tp_resume tp_calls_resume(const struct session *s)
+{
+	return s->o->syscalls ? TP_RESUME_SYSCALL : TP_RESUME_CONT;
+}
 /* Write every line held. */
 void tp_calls_lines_flush(struct session *s);
 void tp_calls_lines_free(struct session *s);

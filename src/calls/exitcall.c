@@ -64,6 +64,6 @@ int tp_calls_exit_detour(struct session *s, struct image *im, struct thread *t,
 	if (!err)
 		err = tp_proc_set_regs(t->tid, &call);
 	if (!err)
-		err = tp_proc_resume(s->p, t->tid, TP_RESUME_CONT, 0);
+		err = tp_proc_resume(s->p, t->tid, tp_calls_resume(s), 0);
 	return err ? err : 1;
 }

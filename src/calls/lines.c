@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -22,6 +23,9 @@
 #define TICK_NS 50000000ULL
 /* Lines held at most: past this many, the oldest go out before their turn. */
 #define HELD_MAX (1u << 18)
+/* Nesting levels shown by indentation; deeper lines say their depth as {N} instead (a
+ * recursion 10,000 deep would otherwise write 20 KB of spaces a line). */
+#define INDENT_MAX 50
 
 struct line {
 	uint64_t key, seq; /* the TSC of what it shows; ties in the order they came */
@@ -38,6 +42,7 @@ struct calls_lines {
 	size_t len, cap;
 	char **events; /* -c --json: the process events as JSON objects */
 	int nevents, cap_events;
+	uint64_t last_ns; /* -r: the time of the line written last */
 };
 
 static struct calls_lines *lines_of(struct session *s)
@@ -83,13 +88,62 @@ static int heap_push(struct calls_lines *L, const struct line *ln)
 	return 0;
 }
 
+/* -t, -tt, -ttt (the time of day, then with microseconds, then seconds since the epoch) and
+ * -r (seconds since the previous line), as ltrace writes them, for a line as of @key. */
+static void put_stamps(struct session *s, struct calls_lines *L, uint64_t key, FILE *out)
+{
+	uint64_t ns = tp_calls_tsc_ns(s, key);
+
+	if (s->o->timestamps) {
+		uint64_t wall = (uint64_t)((int64_t)ns + s->wall_off);
+		time_t sec = (time_t)(wall / 1000000000u);
+		unsigned us = (unsigned)(wall / 1000 % 1000000);
+		struct tm tm;
+		char b[32];
+
+		if (s->o->timestamps == 3) {
+			fprintf(out, "%lld.%06u ", (long long)sec, us);
+		} else {
+			localtime_r(&sec, &tm);
+			strftime(b, sizeof(b), "%H:%M:%S", &tm);
+			if (s->o->timestamps == 2)
+				fprintf(out, "%s.%06u ", b, us);
+			else
+				fprintf(out, "%s ", b);
+		}
+	}
+	if (s->o->relative) {
+		uint64_t d = L->last_ns && ns > L->last_ns ? ns - L->last_ns : 0;
+
+		fprintf(out, "%3" PRIu64 ".%06u ", d / 1000000000u, (unsigned)(d / 1000 % 1000000));
+	}
+	if (ns > L->last_ns)
+		L->last_ns = ns;
+}
+
+/* Write a line: "[TID] ", the time stamps asked for, the rest. */
+static void line_write(struct session *s, struct calls_lines *L, const char *text, size_t len,
+		       uint64_t key)
+{
+	FILE *out = s->o->out;
+	const char *sp = memchr(text, ' ', len);
+
+	if ((s->o->timestamps || s->o->relative) && sp) {
+		fwrite(text, 1, (size_t)(sp + 1 - text), out);
+		put_stamps(s, L, key, out);
+		len -= (size_t)(sp + 1 - text);
+		text = sp + 1;
+	}
+	fwrite(text, 1, len, out);
+}
+
 /* Write the earliest line and take it out. */
-static void heap_pop_write(struct calls_lines *L, FILE *out)
+static void heap_pop_write(struct session *s, struct calls_lines *L)
 {
 	struct line *v = L->heap.data;
 	size_t n = --L->heap.n, i = 0;
 
-	fwrite(v[0].text, 1, v[0].len, out);
+	line_write(s, L, v[0].text, v[0].len, v[0].key);
 	free(v[0].text);
 	v[0] = v[n];
 	for (;;) {
@@ -150,14 +204,14 @@ static void emit(struct session *s, struct calls_lines *L, struct thread *t, uin
 	}
 	if (!s->async) {
 		/* Every return stops: the lines come in the order of the stops already. */
-		fwrite(L->buf, 1, L->len, s->o->out);
+		line_write(s, L, L->buf, L->len, ln.key);
 	} else if (!(ln.text = malloc(L->len ? L->len : 1)) || heap_push(L, &ln)) {
 		free(ln.text);
 		s->err = -ENOMEM;
 	} else {
 		memcpy(ln.text, L->buf, L->len);
 		if (L->heap.n > HELD_MAX)
-			heap_pop_write(L, s->o->out);
+			heap_pop_write(s, L);
 	}
 	L->len = 0;
 }
@@ -166,21 +220,39 @@ void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *r
 			const char *tail)
 {
 	struct calls_lines *L = lines_of(s);
+	int indent = 2 * (int)(depth < INDENT_MAX ? depth : INDENT_MAX);
+	char deep[16] = "";
 
 	if (!L)
 		return;
-	add(s, L, "[%d] %*s%s:%s(%s)%s\n", t->tid, (int)(2 * depth), "", rc->f->obj->base,
+	if (depth > INDENT_MAX)
+		snprintf(deep, sizeof(deep), "{%u} ", depth);
+	add(s, L, "[%d] %*s%s%s:%s(%s)%s\n", t->tid, indent, "", deep, rc->f->obj->base,
 	    rc->f->name, rc->args, tail);
 	for (int i = 1; i < rc->npcs; i++) {
 		char buf[512];
 
 		tp_calls_symbolize(s, t->pid, rc->pcs[i], true, buf, sizeof(buf));
-		add(s, L, "[%d] %*s    at %s\n", t->tid, (int)(2 * depth), "", buf);
+		add(s, L, "[%d] %*s    at %s\n", t->tid, indent, "", buf);
 	}
 	/* A return read from its stub is as of the stub's time stamp; other lines, of the
 	 * stop being handled.  Raw TSC readings: converting them to the clock (the stubs
 	 * have no other) can be off by as long as tracepad was preempted in the conversion. */
 	emit(s, L, t, s->ret_tsc ? s->ret_tsc : __rdtsc());
+}
+
+void tp_calls_line_text(struct session *s, struct thread *t, unsigned depth, const char *text)
+{
+	struct calls_lines *L = lines_of(s);
+	int indent = 2 * (int)(depth < INDENT_MAX ? depth : INDENT_MAX);
+
+	if (!L || s->o->summary)
+		return;
+	if (depth > INDENT_MAX)
+		add(s, L, "[%d] %*s{%u} %s\n", t->tid, indent, "", depth, text);
+	else
+		add(s, L, "[%d] %*s%s\n", t->tid, indent, "", text);
+	emit(s, L, t, __rdtsc());
 }
 
 void tp_calls_lines_tick(struct session *s, bool ticked)
@@ -208,7 +280,7 @@ void tp_calls_lines_tick(struct session *s, bool ticked)
 		struct line *v;
 
 		while (L->heap.n && (v = L->heap.data, v[0].key < L->horizon))
-			heap_pop_write(L, s->o->out);
+			heap_pop_write(s, L);
 		L->horizon = start;
 		L->next_due = now + TICK_NS;
 	}
@@ -220,7 +292,7 @@ void tp_calls_lines_flush(struct session *s)
 	struct calls_lines *L = s->lines;
 
 	while (L && L->heap.n)
-		heap_pop_write(L, s->o->out);
+		heap_pop_write(s, L);
 }
 
 void tp_calls_lines_free(struct session *s)

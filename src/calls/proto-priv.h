@@ -8,7 +8,7 @@
 
 #include "calls/proto.h"
 
-#define STR_MAX 32     /* characters of a string shown, as strace's default -s */
+#define STR_MAX 4096   /* characters of a string shown at most (-s) */
 #define MAX_ENUMS 4096 /* enumerators kept per enum type */
 #define MAX_PARAMS 64
 

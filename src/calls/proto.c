@@ -67,6 +67,14 @@ static void put_quoted(struct out *o, const uint8_t *s, size_t n, bool more)
 	put(o, more ? "\"..." : "\"");
 }
 
+/* Characters of a string shown (-s): strace's and ltrace's default. */
+static size_t str_size = 32;
+
+void tp_proto_set_string_size(size_t n)
+{
+	str_size = n < STR_MAX ? n : STR_MAX;
+}
+
 /* A NUL-terminated string of the tracee, strace style. */
 static void put_string(struct out *o, pid_t pid, uint64_t addr)
 {
@@ -78,7 +86,7 @@ static void put_string(struct out *o, pid_t pid, uint64_t addr)
 		put(o, "NULL");
 		return;
 	}
-	got = tp_proc_read(pid, addr, s, sizeof(s));
+	got = tp_proc_read(pid, addr, s, str_size + 1);
 	if (got <= 0) {
 		put(o, "%#llx", (unsigned long long)addr);
 		return;
@@ -87,13 +95,13 @@ static void put_string(struct out *o, pid_t pid, uint64_t addr)
 	if (nul)
 		put_quoted(o, s, nul - s, false);
 	else
-		put_quoted(o, s, got > STR_MAX ? STR_MAX : got, true);
+		put_quoted(o, s, (size_t)got > str_size ? str_size : (size_t)got, true);
 }
 
 static void put_buffer(struct out *o, pid_t pid, uint64_t addr, uint64_t len)
 {
 	uint8_t s[STR_MAX];
-	size_t want = len > STR_MAX ? STR_MAX : len;
+	size_t want = len > str_size ? str_size : len;
 	ssize_t got;
 
 	if (!addr) {
@@ -106,6 +114,26 @@ static void put_buffer(struct out *o, pid_t pid, uint64_t addr, uint64_t len)
 		return;
 	}
 	put_quoted(o, s, want, len > want);
+}
+
+int tp_proto_format_string(pid_t pid, uint64_t addr, int64_t len, char *buf, size_t n)
+{
+	struct out o = {.buf = buf, .len = n};
+
+	if (!n)
+		return 0;
+	buf[0] = 0;
+	if (len < -1) {
+		size_t keep = str_size;
+
+		str_size = STR_MAX; /* a path: whole, as strace shows paths */
+		put_string(&o, pid, addr);
+		str_size = keep;
+	} else if (len < 0)
+		put_string(&o, pid, addr);
+	else
+		put_buffer(&o, pid, addr, (uint64_t)len);
+	return (int)o.pos;
 }
 
 /* The shortest text that reads back as the same value. */

@@ -29,12 +29,22 @@ const struct tp_proto *tp_protos_find(struct tp_protos *ps, const char *path, co
 /* Does formatting need the FP/SSE registers (float/double parameter or return)? */
 bool tp_proto_needs_fp(const struct tp_proto *p);
 
+/* Characters of a string or buffer shown before "..." (strace's -s; 32 by default, at most
+ * 4096).  One setting for the process: tracepad traces one program at a time. */
+void tp_proto_set_string_size(size_t n);
+
+/* The string at @addr of @pid as arguments show it (quoted, escaped, cut at the string size
+ * then "..."; NULL; the address when unreadable): up to its NUL when @len < 0, else a buffer
+ * of @len bytes; a path, not cut, when @len < -1.  Returns the length written (cut to fit @n). */
+int tp_proto_format_string(pid_t pid, uint64_t addr, int64_t len, char *buf, size_t n);
+
 /* Arguments, without parentheses, at the entry stop (rsp points at the return address, so
  * stack-passed arguments start at rsp+8), strace style: strings quoted and C-escaped, at most
- * 32 characters then "..."; pointers 0x... or NULL; integers in decimal; chars as 'c'; enums
- * by name when DWARF knows it; float/double from the xmm registers (@fp NULL: "?"); structs
- * by value as {...}; "..." for the variadic part.  @p NULL: the six argument registers,
- * "rdi=0x1, rsi=0x2, ...".  Returns the length written (truncated to fit @len) or -errno. */
+ * the string size (32) characters then "..."; pointers 0x... or NULL; integers in decimal;
+ * chars as 'c'; enums by name when DWARF knows it; float/double from the xmm registers (@fp
+ * NULL: "?"); structs by value as {...}; "..." for the variadic part.  @p NULL: the six argument
+ * registers, "rdi=0x1, rsi=0x2, ...".  Returns the length written (truncated to fit @len) or
+ * -errno. */
 int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_regs_struct *regs,
 			 const struct user_fpregs_struct *fp, char *buf, size_t len);
 

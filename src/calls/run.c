@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
@@ -187,67 +188,181 @@ static int host_threads(void *ctx, int pid, int *tids, int max)
 
 /* ---- summary ---- */
 
-static int cmp_stat(const void *a, const void *b)
+static uint64_t avg_of(const struct stat_ent *e)
+{
+	return e->returns ? e->total / e->returns : 0;
+}
+
+/* -c's order (--sort): the key, largest first (names in alphabetical order), then the
+ * total time, the calls and the name. */
+static int cmp_stat(const void *a, const void *b, void *arg)
 {
 	const struct stat_ent *x = *(struct stat_ent *const *)a, *y = *(struct stat_ent *const *)b;
+	enum tp_calls_sort key = *(const enum tp_calls_sort *)arg;
+	uint64_t kx = 0, ky = 0;
+	int c;
 
+	switch (key) {
+	case TP_CALLS_SORT_NAME:
+		c = strcmp(x->function, y->function);
+		if (c)
+			return c;
+		c = strcmp(x->object, y->object);
+		if (c)
+			return c;
+		break;
+	case TP_CALLS_SORT_CALLS:
+		kx = x->calls, ky = y->calls;
+		break;
+	case TP_CALLS_SORT_AVG:
+		kx = avg_of(x), ky = avg_of(y);
+		break;
+	case TP_CALLS_SORT_MIN:
+		kx = x->returns ? x->min : 0, ky = y->returns ? y->min : 0;
+		break;
+	case TP_CALLS_SORT_MAX:
+		kx = x->max, ky = y->max;
+		break;
+	case TP_CALLS_SORT_ERRORS:
+		kx = x->errors, ky = y->errors;
+		break;
+	case TP_CALLS_SORT_TOTAL:
+		break;
+	}
+	if (kx != ky)
+		return kx < ky ? 1 : -1;
 	if (x->total != y->total)
 		return x->total < y->total ? 1 : -1;
 	if (x->calls != y->calls)
 		return x->calls < y->calls ? 1 : -1;
-	return strcmp(x->function, y->function);
+	c = strcmp(x->function, y->function);
+	return c ? c : (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/* Add @e's figures to @to. */
+static void stat_merge(struct stat_ent *to, const struct stat_ent *e)
+{
+	to->calls += e->calls;
+	to->returns += e->returns;
+	to->errors += e->errors;
+	to->total += e->total;
+	if (e->returns && e->min < to->min)
+		to->min = e->min;
+	if (e->max > to->max)
+		to->max = e->max;
+}
+
+static void json_functions(FILE *f, struct stat_ent **v, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct stat_ent *e = v[i];
+
+		fputs(i ? ",\n  {\"object\": " : "\n  {\"object\": ", f);
+		tp_json_str(f, e->object, strlen(e->object));
+		fputs(", \"function\": ", f);
+		tp_json_str(f, e->function, strlen(e->function));
+		fprintf(f,
+			", \"calls\": %" PRIu64 ", \"returns\": %" PRIu64 ", \"errors\": %" PRIu64
+			", \"total_ns\": %" PRIu64 ", \"avg_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
+			", \"max_ns\": %" PRIu64 "}",
+			e->calls, e->returns, e->errors, e->total, avg_of(e),
+			e->returns ? e->min : 0, e->max);
+	}
+}
+
+static void text_functions(FILE *f, struct stat_ent **v, int n)
+{
+	fprintf(f, "%10s %8s %12s %10s %10s %10s  %s\n", "calls", "errors", "total s", "avg us",
+		"min us", "max us", "function");
+	for (int i = 0; i < n; i++) {
+		const struct stat_ent *e = v[i];
+
+		fprintf(f, "%10" PRIu64 " %8" PRIu64 " %12.6f %10.2f %10.2f %10.2f  %s:%s\n",
+			e->calls, e->errors, e->total / 1e9, avg_of(e) / 1e3,
+			e->returns ? e->min / 1e3 : 0.0, e->max / 1e3, e->object, e->function);
+	}
+}
+
+/* The summary: every process's figures together, then, when several processes made
+ * calls, each one's. */
 static void print_summary(struct session *s)
 {
-	struct stat_ent **v = NULL, *e;
+	struct stat_ent **v = NULL, **own = NULL, *all = NULL, *e;
+	enum tp_calls_sort key = s->o->sort;
 	FILE *f = s->o->out;
-	int n = 0;
+	int n = 0, nall = 0, nown, nproc = 0;
 
 	for (e = s->stats; e; e = e->next)
 		n++;
 	v = calloc(n ? n : 1, sizeof(*v));
-	if (!v)
-		return;
-	n = 0;
-	for (e = s->stats; e; e = e->next)
-		v[n++] = e;
-	qsort(v, n, sizeof(*v), cmp_stat);
+	own = calloc(n ? n : 1, sizeof(*own));
+	all = calloc(n ? n : 1, sizeof(*all));
+	if (!v || !own || !all)
+		goto out;
+	/* One entry per OBJECT:FUNCTION over every process. */
+	for (e = s->stats; e; e = e->next) {
+		int i;
+
+		for (i = 0; i < nall; i++)
+			if (!strcmp(all[i].function, e->function) &&
+			    !strcmp(all[i].object, e->object))
+				break;
+		if (i == nall) {
+			all[nall] = (struct stat_ent){.object = e->object,
+						      .function = e->function,
+						      .pid = e->pid,
+						      .min = UINT64_MAX};
+			nall++;
+		}
+		stat_merge(&all[i], e);
+		if (all[i].pid != e->pid)
+			all[i].pid = 0;
+	}
+	for (int i = 0; i < nall; i++)
+		v[i] = &all[i];
+	qsort_r(v, nall, sizeof(*v), cmp_stat, &key);
+	for (int p = 0; p < s->npids; p++) {
+		for (e = s->stats; e; e = e->next)
+			if (e->pid == s->pids[p])
+				break;
+		nproc += e != NULL;
+	}
 	if (s->o->json) {
 		fputs("{\"pids\": [", f);
 		for (int i = 0; i < s->npids; i++)
 			fprintf(f, "%s%d", i ? ", " : "", s->pids[i]);
 		fputs("], \"functions\": [", f);
-		for (int i = 0; i < n; i++) {
-			e = v[i];
-			fputs(i ? ",\n  {\"object\": " : "\n  {\"object\": ", f);
-			tp_json_str(f, e->object, strlen(e->object));
-			fputs(", \"function\": ", f);
-			tp_json_str(f, e->function, strlen(e->function));
-			fprintf(f,
-				", \"calls\": %" PRIu64 ", \"returns\": %" PRIu64
-				", \"errors\": %" PRIu64 ", \"total_ns\": %" PRIu64
-				", \"avg_ns\": %" PRIu64 ", \"min_ns\": %" PRIu64
-				", \"max_ns\": %" PRIu64 "}",
-				e->calls, e->returns, e->errors, e->total,
-				e->returns ? e->total / e->returns : 0, e->returns ? e->min : 0,
-				e->max);
+		json_functions(f, v, nall);
+		fputs("], \"processes\": [", f);
+	} else {
+		text_functions(f, v, nall);
+	}
+	for (int p = 0, k = 0; p < s->npids; p++) {
+		nown = 0;
+		for (e = s->stats; e; e = e->next)
+			if (e->pid == s->pids[p])
+				own[nown++] = e;
+		if (!nown)
+			continue;
+		qsort_r(own, nown, sizeof(*own), cmp_stat, &key);
+		if (s->o->json) {
+			fprintf(f, "%s\n {\"pid\": %d, \"functions\": [", k++ ? "," : "",
+				s->pids[p]);
+			json_functions(f, own, nown);
+			fputs("]}", f);
+		} else if (nproc > 1) {
+			fprintf(f, "\nprocess %d:\n", s->pids[p]);
+			text_functions(f, own, nown);
 		}
+	}
+	if (s->o->json) {
 		fputs("]", f);
 		tp_calls_events_json(s, f);
 		fputs("}\n", f);
-	} else {
-		fprintf(f, "%10s %8s %12s %10s %10s %10s  %s\n", "calls", "errors", "total s",
-			"avg us", "min us", "max us", "function");
-		for (int i = 0; i < n; i++) {
-			e = v[i];
-			fprintf(
-			    f, "%10" PRIu64 " %8" PRIu64 " %12.6f %10.2f %10.2f %10.2f  %s:%s\n",
-			    e->calls, e->errors, e->total / 1e9,
-			    e->returns ? e->total / 1e3 / e->returns : 0.0,
-			    e->returns ? e->min / 1e3 : 0.0, e->max / 1e3, e->object, e->function);
-		}
 	}
+out:
+	free(all);
+	free(own);
 	free(v);
 }
 
@@ -341,6 +456,12 @@ static int start(struct session *s)
 	if (!im || tp_calls_add_pid(s, im->pid))
 		return -ENOMEM;
 	tp_calls_trap_init(im, im->pid);
+	/* A thread's stops can come a few microseconds apart: polling for them saves waking the
+	 * tracer, but holds a CPU that the resumed thread may be waiting for (up to the 100 µs
+	 * of the poll, in its call's time): not when times are shown (-T, -c). */
+	tp_proc_set_spin(s->p, s->o->durations || s->o->summary ? 0 : 100);
+	if (s->launched)
+		tp_calls_calibrate(s, im->pid);
 	n = tp_proc_tasks(s->p, tids, 4096);
 	for (int i = 0; i < n && i < 4096; i++)
 		if (!tp_calls_thread_add(s, tids[i], im->pid, im, true))
@@ -355,13 +476,13 @@ static int start(struct session *s)
 	 * a stop of its own queued (a signal that came meanwhile) goes on when that is handled,
 	 * its signal delivered. */
 	if (!tp_proc_queued(s->p, im->pid))
-		tp_proc_resume(s->p, im->pid, TP_RESUME_CONT, 0);
+		tp_proc_resume(s->p, im->pid, tp_calls_resume(s), 0);
 	return tp_proc_resume_all(s->p);
 }
 
 int tp_calls_run(const struct tp_calls_opts *o)
 {
-	struct session s = {.o = o};
+	struct session s = {.o = o, .entry_rec = -1};
 	char err[256];
 	int r = 0, ret = 0, interrupted = 0;
 	uint64_t deadline = 0;
@@ -377,6 +498,14 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	s.async = !o->nplugins && !getenv("TRACEPAD_CALLS_SYNC");
 	s.ns0 = tp_calls_now_ns();
 	s.tsc0 = __rdtsc();
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s.wall_off = (int64_t)((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) -
+			     (int64_t)s.ns0;
+	}
+	tp_proto_set_string_size((size_t)o->strsize);
 	s.host = (struct tracepad_host){
 	    .abi = TRACEPAD_PLUGIN_ABI,
 	    .ctx = &s,
@@ -406,8 +535,6 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		goto out;
 	}
 	s.started = true;
-	/* A thread's stops can come a few microseconds apart. */
-	tp_proc_set_spin(s.p, 100);
 	tp_proc_set_trap_filter(s.p, tp_calls_trap_filter, &s);
 	if (o->pid && o->duration > 0)
 		deadline = tp_calls_now_ns() + (uint64_t)(o->duration * 1e9);

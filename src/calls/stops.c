@@ -135,23 +135,25 @@ static void drop_recs(struct session *s, struct thread *t, unsigned keep, const 
 	while (t->n > keep) {
 		struct rec *rc = &t->recs[--t->n];
 
-		if (!t->report || !rc->f->shown)
+		if (!t->report || !rc->f->shown || tp_calls_too_deep(s, t->n))
 			continue;
-		if (!s->o->summary)
+		if (!s->o->summary && !s->o->min_ns)
 			print_line(s, t, rc, t->n, why);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, why + 3);
 	}
 }
 
-static struct stat_ent *stat_of(struct session *s, struct func *f)
+/* The summary's entry of @f in process @pid. */
+static struct stat_ent *stat_of(struct session *s, pid_t pid, struct func *f)
 {
 	struct stat_ent *e;
 
-	if (f->stat)
+	if (f->stat && f->stat->pid == pid)
 		return f->stat;
 	for (e = s->stats; e; e = e->next)
-		if (!strcmp(e->function, f->name) && !strcmp(e->object, f->obj->base))
+		if (e->pid == pid && !strcmp(e->function, f->name) &&
+		    !strcmp(e->object, f->obj->base))
 			return f->stat = e;
 	e = calloc(1, sizeof(*e));
 	if (e) {
@@ -168,6 +170,7 @@ static struct stat_ent *stat_of(struct session *s, struct func *f)
 		return NULL;
 	}
 	e->min = UINT64_MAX;
+	e->pid = pid;
 	e->next = s->stats;
 	s->stats = e;
 	return f->stat = e;
@@ -264,6 +267,8 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		rc = rec_push(s, t);
 		if (!rc) /* the tracing ends (s->err): this call is not followed */
 			rc = &tmp;
+		else
+			s->entry_rec = (int)(rc - t->recs);
 	} else {
 		drop_recs(s, t, st->depth, " = <unwound>");
 		rc = &tmp;
@@ -273,6 +278,8 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	rc->f = f;
 	rc->npcs = 0;
 	rc->aux = 0;
+	rc->entry_tsc = s->wake_tsc; /* until the thread runs on (stop_end) */
+	rc->stall0 = t->stall_tsc;
 	if (f->kind == F_SIGACTION && regs->rdi == SIGTRAP && regs->rsi)
 		tp_proc_read(im->pid, regs->rsi, &rc->aux, 8);
 	rc->args[0] = 0;
@@ -290,7 +297,11 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	};
 	if (!t->report || !f->shown)
 		return;
-	struct stat_ent *e = stat_of(s, f);
+	if (tp_calls_too_deep(s, rc->c.depth)) {
+		tp_plugins_call(s->plugins, &rc->c);
+		return;
+	}
+	struct stat_ent *e = stat_of(s, t->pid, f);
 
 	if (!e)
 		return;
@@ -311,7 +322,9 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		rc->npcs = n > 0 ? n : 0;
 	}
 	tp_plugins_call(s->plugins, &rc->c);
-	if (s->trace)
+	if (s->trace && rc != &tmp && hooked)
+		s->entry_trace = true; /* at stop_end, with the time the call starts */
+	else if (s->trace)
 		tp_calls_trace_call(s->trace, rc);
 	if (!s->o->summary && (s->o->entry || !hooked)) {
 		int npcs = rc->npcs;
@@ -352,14 +365,14 @@ static int errno_of(struct thread *t, const struct user_regs_struct *regs)
 /* A call returned: at its trampoline stop (@regs, @fp NULL: read when needed), or earlier
  * through its return stub (@st->async: @regs and @fp hold what the stub saved). */
 static void on_return(struct session *s, struct thread *t, const struct tp_bp_stop *st,
-		      struct user_regs_struct *regs, const struct user_fpregs_struct *fp,
-		      uint64_t now)
+		      struct user_regs_struct *regs, const struct user_fpregs_struct *fp)
 {
 	struct image *im = t->img;
 	char ret[600], tail[700];
 	struct stat_ent *e;
 	struct rec *rc;
 	bool failed = false;
+	uint64_t ret_tsc, wall, stalled;
 	int k = -1;
 
 	for (int i = (int)t->n - 1; i >= (int)st->depth; i--)
@@ -375,7 +388,15 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 	drop_recs(s, t, k + 1, " = <unwound>");
 	rc = &t->recs[k];
 	rc->c.retval = st->rax;
-	rc->c.return_ns = now;
+	/* The program's time of the return: its stub's time stamp, or when it trapped. */
+	ret_tsc = st->async ? st->tsc : s->wake_tsc - (s->wake_tsc > s->lat_stop ? s->lat_stop : 0);
+	if (ret_tsc < t->run_tsc)
+		ret_tsc = t->run_tsc; /* it returned after it last ran on */
+	if (ret_tsc > t->ret_tsc)
+		t->ret_tsc = ret_tsc;
+	wall = ret_tsc > rc->entry_tsc ? ret_tsc - rc->entry_tsc : 0;
+	stalled = t->stall_tsc - rc->stall0;
+	rc->c.return_ns = rc->c.entry_ns + tp_calls_ticks_ns(s, wall);
 	if (rc->f->kind == F_RESOLVER) {
 		tp_calls_resolved(s, im, t->tid, rc->f, st->rax);
 		goto out;
@@ -391,10 +412,15 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 	}
 	if (!t->report || !rc->f->shown)
 		goto out;
+	if (tp_calls_too_deep(s, k)) {
+		tp_plugins_ret(s->plugins, &rc->c);
+		goto out;
+	}
 	{
 		const struct tp_proto *p = proto_of(s, rc->f);
 		struct user_fpregs_struct own;
-		uint64_t d = now > rc->c.entry_ns ? now - rc->c.entry_ns : 0;
+		/* Its own time: without the stops of the calls it made. */
+		uint64_t d = tp_calls_ticks_ns(s, wall > stalled ? wall - stalled : 0);
 		int err = -1;
 
 		regs->rip = st->ret_addr;
@@ -406,7 +432,7 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 			tp_proto_format_ret(p, t->pid, regs, fp, err, ret, sizeof(ret), &failed);
 		else
 			failed = p && tp_proto_failed(p, regs);
-		e = stat_of(s, rc->f);
+		e = stat_of(s, t->pid, rc->f);
 		if (!e)
 			return;
 		e->returns++;
@@ -419,7 +445,7 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 		tp_plugins_ret(s->plugins, &rc->c);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, s->need_args ? ret : "");
-		if (!s->o->summary) {
+		if (!s->o->summary && d >= s->o->min_ns) {
 			if (s->o->durations)
 				snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">",
 					 ret, d / 1000000000u, d / 1000 % 1000000);
@@ -433,16 +459,6 @@ out:
 	drop_recs(s, t, st->depth, " = <unwound>");
 }
 
-/* The TSC reading of a return stub on the monotonic clock: both clocks advance together,
- * their rate is measured since the start. */
-static uint64_t tsc_to_ns(struct session *s, uint64_t tsc)
-{
-	uint64_t ns = tp_calls_now_ns(), now = __rdtsc();
-	double rate = now > s->tsc0 ? (double)(ns - s->ns0) / (double)(now - s->tsc0) : 1.0;
-
-	return tsc < now ? ns - (uint64_t)((double)(now - tsc) * rate) : ns;
-}
-
 void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
 {
 	struct session *s = arg;
@@ -454,7 +470,7 @@ void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st)
 		return;
 	memcpy(fp.xmm_space, &st->xmm0, 8);
 	s->ret_tsc = st->tsc;
-	on_return(s, t, st, &regs, &fp, tsc_to_ns(s, st->tsc));
+	on_return(s, t, st, &regs, &fp);
 	s->ret_tsc = 0;
 }
 
@@ -480,6 +496,37 @@ static unsigned async_ok(struct session *s, struct thread *t, const struct func 
 	return TP_BP_HIT_ASYNC;
 }
 
+/* The end of a breakpoint stop of @t, just before it runs on: the time it was stopped
+ * counts as stalled, and the call it entered starts now (as the program sees it). */
+static void stop_end(struct session *s, struct thread *t)
+{
+	uint64_t go = __rdtsc() + s->lat_resume;
+	uint64_t trap = s->wake_tsc - (s->wake_tsc > s->lat_stop ? s->lat_stop : 0);
+
+	/* The estimates stay in the order of what the thread did (it trapped after it last
+	 * ran on and after its calls returned), so that a call's own time is never less than
+	 * that of a call it made. */
+	if (trap < t->run_tsc)
+		trap = t->run_tsc;
+	if (trap < t->ret_tsc)
+		trap = t->ret_tsc;
+	if (go < trap)
+		go = trap;
+	t->stall_tsc += go - trap;
+	t->run_tsc = go;
+	if (s->entry_rec >= 0 && (unsigned)s->entry_rec < t->n) {
+		struct rec *rc = &t->recs[s->entry_rec];
+
+		rc->entry_tsc = go;
+		rc->stall0 = t->stall_tsc;
+		rc->c.entry_ns = tp_calls_tsc_ns(s, go);
+		if (s->entry_trace && s->trace)
+			tp_calls_trace_call(s->trace, rc);
+	}
+	s->entry_rec = -1;
+	s->entry_trace = false;
+}
+
 /* A stop at one of our int3s; the task is resumed with signal @sig (0: none). */
 static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 {
@@ -497,7 +544,10 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	if (!t && s->err)
 		return s->err;
 	if (!t)
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), SIGTRAP);
+	s->wake_tsc = __rdtsc();
+	s->entry_rec = -1;
+	s->entry_trace = false;
 	im = t->img;
 	if (ev->has_regs)
 		regs = ev->regs;
@@ -519,7 +569,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	r = tp_bp_hit(im->bps, ev->tid, &regs, TP_BP_HIT_STAY | async_ok(s, t, f), &st);
 	if (r == 0) {
 		tp_calls_event_signal(s, t, &ev->si); /* the program's own int3 */
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, SIGTRAP);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), SIGTRAP);
 	}
 	if (r < 0) {
 		if (r == -ESRCH)
@@ -536,7 +586,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 			  : st.kind == TP_BP_STOP_RETURN ? st.ret_addr
 							 : regs.rip - 1;
 	if (st.kind == TP_BP_STOP_RETURN) {
-		on_return(s, t, &st, &regs, NULL, now);
+		on_return(s, t, &st, &regs, NULL);
 	} else if (f) { /* the entry's function, found before the hit */
 		switch (f->kind) {
 		case F_EXEC:
@@ -609,7 +659,8 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 	s->cur = NULL;
 	if (im->trap_custom)
 		trap_check(im, t->tid);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, sig);
+	stop_end(s, t);
+	return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), sig);
 }
 
 static void image_release(struct session *s, struct image *im)
@@ -665,8 +716,8 @@ static int on_fork(struct session *s, const struct tp_event *ev)
 	}
 resume:
 	if (traced)
-		tp_proc_resume(s->p, child, TP_RESUME_CONT, 0);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		tp_proc_resume(s->p, child, tp_calls_resume(s), 0);
+	return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 }
 
 static int on_exec(struct session *s, const struct tp_event *ev)
@@ -710,7 +761,7 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 	t->report = true;
 	tp_calls_event_exec(s, t);
 	tp_plugins_process(s->plugins, ev->pid, TRACEPAD_PROC_START);
-	return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+	return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 }
 
 static void on_exit_stop(struct session *s, const struct tp_event *ev)
@@ -791,7 +842,7 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 	case TP_EV_SIGNAL:
 		t = thread_find(s, ev->tid);
 		if (t && t->img && ev->sig == SIGSEGV && tp_bp_stub_fault(t->img->bps, t->tid) > 0)
-			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+			return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 		if (t && t->img) {
 			int r;
 
@@ -808,10 +859,10 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 		if (ev->sig == SIGTRAP && ev->si.si_code == TRAP_HWBKPT && t && t->img &&
 		    t->img->watch_tid == ev->tid) {
 			tp_calls_watch_hit(s, t->img, ev->tid);
-			return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+			return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 		}
 		tp_calls_event_signal(s, t, &ev->si);
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, ev->sig);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), ev->sig);
 	case TP_EV_CLONE:
 		t = thread_find(s, ev->tid);
 		if (t && !thread_find(s, ev->new_tid)) {
@@ -820,20 +871,22 @@ int tp_calls_handle(struct session *s, const struct tp_event *ev)
 				tp_plugins_thread(s->plugins, t->pid, ev->new_tid,
 						  TRACEPAD_THREAD_START);
 		}
-		tp_proc_resume(s->p, ev->new_tid, TP_RESUME_CONT, 0);
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		tp_proc_resume(s->p, ev->new_tid, tp_calls_resume(s), 0);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 	case TP_EV_FORK:
 		return on_fork(s, ev);
 	case TP_EV_EXEC:
 		return on_exec(s, ev);
 	case TP_EV_EXIT:
 		on_exit_stop(s, ev);
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 	case TP_EV_EXITED:
 		on_exited(s, ev);
 		return 0;
+	case TP_EV_SYSCALL:
+		return tp_calls_syscall_stop(s, ev);
 	default:
-		return tp_proc_resume(s->p, ev->tid, TP_RESUME_CONT, 0);
+		return tp_proc_resume(s->p, ev->tid, tp_calls_resume(s), 0);
 	}
 }
 

@@ -98,20 +98,27 @@ static uint8_t *put_s(uint8_t *q, const char *s)
 	return tp_trace_put_str(q, s, n > 600 ? 600 : n);
 }
 
-static void put(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf, size_t len)
+/* An event as of @ns on the trace's clock (CLOCK_MONOTONIC, as tp_calls_now_ns), 0: now. */
+static void put_at(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf,
+		   size_t len, uint64_t ns)
 {
 	uint8_t *e;
 
 	if (t->err)
 		return;
 	e = tp_trace_reserve_at(&t->prod, (uint16_t)id, (uint32_t)len,
-				tp_trace_clock_now(t->prod.clock), pid, tid);
+				ns ? ns : tp_trace_clock_now(t->prod.clock), pid, tid);
 	if (!e) {
 		t->err = -ENOSPC;
 		return;
 	}
 	memcpy(e, buf, len);
 	tp_trace_commit(&t->prod);
+}
+
+static void put(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf, size_t len)
+{
+	put_at(t, id, pid, tid, buf, len, 0);
 }
 
 void tp_calls_trace_call(struct calls_trace *t, const struct rec *r)
@@ -123,7 +130,7 @@ void tp_calls_trace_call(struct calls_trace *t, const struct rec *r)
 	q = tp_trace_put_u64(q, r->f->addr);
 	q = put_s(q, r->args);
 	q = tp_trace_put_u32(q, r->c.depth);
-	put(t, t->id_entry, r->c.pid, r->c.tid, buf, (size_t)(q - buf));
+	put_at(t, t->id_entry, r->c.pid, r->c.tid, buf, (size_t)(q - buf), r->c.entry_ns);
 }
 
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret)
@@ -137,7 +144,8 @@ void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const cha
 	q = put_s(q, ret);
 	q = tp_trace_put_u64(q, d);
 	q = tp_trace_put_u32(q, r->c.depth);
-	put(t, t->id_return, r->c.pid, r->c.tid, buf, (size_t)(q - buf));
+	put_at(t, t->id_return, r->c.pid, r->c.tid, buf, (size_t)(q - buf),
+	       r->c.return_ns >= r->c.entry_ns ? r->c.return_ns : 0);
 }
 
 void tp_calls_trace_exec(struct calls_trace *t, pid_t pid, pid_t tid, const char *path,

@@ -8,32 +8,9 @@
 #include <unistd.h>
 
 #include "calls/calls.h"
+#include "cli/calls-opts.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
-
-static const char usage_text[] =
-    "usage: tracepad calls [OPTIONS] -- PROGRAM [ARGS]\n"
-    "       tracepad calls [OPTIONS] -p PID\n"
-    "\n"
-    "Trace function calls: one line per completed call,\n"
-    "  [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>\n"
-    "\n"
-    "  -e, --select PATTERN   functions to trace: comma-separated globs over OBJECT:FUNCTION\n"
-    "                         (OBJECT also matches up to '.so'; or FUNCTION@OBJECT), '!'\n"
-    "                         deselects; repeatable; one that matches nothing is warned of\n"
-    "                         (default: the program's functions and those it imports)\n"
-    "  -c, --summary          a summary per function at the end instead of the lines\n"
-    "  --json                 with -c: the summary as one JSON object\n"
-    "  -T                     show the time spent in each call\n"
-    "  --entry                print a line at each call's entry too\n"
-    "  --bt[=N]               the backtrace of each call's entry (N frames, default 8)\n"
-    "  -f, --follow           follow fork, vfork, clone and exec\n"
-    "  -o, --output FILE      write the output to FILE instead of stderr\n"
-    "  --trace DIR            also record calls and returns into a CTF trace in DIR\n"
-    "  --plugin NAME|PATH[:ARGS]  load a plugin (built-in: memory); repeatable\n"
-    "  -p, --pid PID          attach to a running process and all its threads\n"
-    "  --duration SECONDS     with -p: detach after SECONDS\n"
-    "  -h, --help             show this help\n";
 
 static char **push(char **v, int *n, char *s)
 {
@@ -48,29 +25,15 @@ static char **push(char **v, int *n, char *s)
 
 int cmd_calls(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"select", required_argument, NULL, 'e'},
-	    {"summary", no_argument, NULL, 'c'},
-	    {"json", no_argument, NULL, 'J'},
-	    {"entry", no_argument, NULL, 'E'},
-	    {"bt", optional_argument, NULL, 'B'},
-	    {"follow", no_argument, NULL, 'f'},
-	    {"output", required_argument, NULL, 'o'},
-	    {"trace", required_argument, NULL, 'R'},
-	    {"plugin", required_argument, NULL, 'P'},
-	    {"pid", required_argument, NULL, 'p'},
-	    {"duration", required_argument, NULL, 'D'},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct tp_calls_opts o = {.out = stderr};
-	char **pats = NULL, **plugins = NULL, *end;
+	struct tp_calls_opts o = {.out = stderr, .strsize = 32};
+	char **pats = NULL, **plugins = NULL, **libs = NULL, *end, *lib;
 	const char *outpath = NULL;
-	int opt, ret;
+	int opt, ret, nlibs = 0;
 	long v;
 
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "+e:cTfo:p:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, tp_cli_calls_optstring, tp_cli_calls_longopts,
+				  NULL)) != -1) {
 		switch (opt) {
 		case 'e':
 			pats = push(pats, &o.npatterns, optarg);
@@ -78,16 +41,16 @@ int cmd_calls(int argc, char **argv)
 		case 'c':
 			o.summary = true;
 			break;
-		case 'J':
+		case CALLS_OPT_JSON:
 			o.json = true;
 			break;
 		case 'T':
 			o.durations = true;
 			break;
-		case 'E':
+		case CALLS_OPT_ENTRY:
 			o.entry = true;
 			break;
-		case 'B':
+		case CALLS_OPT_BT:
 			o.bt = 8;
 			if (optarg) {
 				v = strtol(optarg, &end, 10);
@@ -105,28 +68,37 @@ int cmd_calls(int argc, char **argv)
 		case 'o':
 			outpath = optarg;
 			break;
-		case 'R':
+		case CALLS_OPT_TRACE:
 			o.trace_dir = optarg;
 			break;
-		case 'P':
+		case CALLS_OPT_PLUGIN:
 			plugins = push(plugins, &o.nplugins, optarg);
 			break;
 		case 'p':
 			if (tp_cli_parse_pid("calls", optarg, &o.pid))
 				goto bad;
 			break;
-		case 'D':
+		case CALLS_OPT_DURATION:
 			if (tp_cli_parse_duration("calls", optarg, &o.duration))
 				goto bad;
 			break;
 		case 'h':
-			fputs(usage_text, stdout);
-			free(pats);
-			free(plugins);
-			return 0;
+			fputs(tp_cli_calls_usage, stdout);
+			ret = 0;
+			goto out;
 		default:
-			tp_cli_bad_option("calls", argv, "+e:cTfo:p:h");
-			goto bad;
+			lib = NULL;
+			ret = tp_cli_calls_habit(opt, optarg, &o, &lib);
+			if (ret < 0) {
+				tp_cli_bad_option("calls", argv, tp_cli_calls_optstring);
+				goto bad;
+			}
+			if (ret)
+				goto out;
+			if (lib) {
+				libs = push(libs, &nlibs, lib);
+				pats = push(pats, &o.npatterns, lib);
+			}
 		}
 	}
 	if (!o.pid == (optind >= argc)) {
@@ -137,6 +109,14 @@ int cmd_calls(int argc, char **argv)
 	}
 	if (o.json && !o.summary) {
 		tp_cli_error("calls", "--json goes with -c");
+		goto bad;
+	}
+	if (o.min_ns && o.entry) {
+		tp_cli_error("calls", "--time-filter and --entry exclude each other");
+		goto bad;
+	}
+	if (o.sort && !o.summary) {
+		tp_cli_error("calls", "--sort goes with -c");
 		goto bad;
 	}
 	if (o.duration > 0 && !o.pid) {
@@ -160,11 +140,14 @@ int cmd_calls(int argc, char **argv)
 	ret = tp_calls_run(&o);
 	if (outpath && tp_cli_out_close("calls", o.out, outpath, true))
 		ret = ret ? ret : 1;
+	goto out;
+bad:
+	ret = 2;
+out:
+	while (nlibs)
+		free(libs[--nlibs]);
+	free(libs);
 	free(pats);
 	free(plugins);
 	return ret;
-bad:
-	free(pats);
-	free(plugins);
-	return 2;
 }

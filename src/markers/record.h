@@ -11,6 +11,7 @@
 #include "trace/trace.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -79,6 +80,134 @@ static inline int tp_markers_fields_of(const char *types,
 		}
 	}
 	return (int)n + 1;
+}
+
+/* Field names from a format's words: the name of a conversion is the word just before it
+ * followed by '=' or ':' ("bytes=%d from=%s", "len: %zu"), else none (the field stays aN).
+ * Kept only as CTF names that cannot clash: letters, digits and '_' (not first a digit), at
+ * most TP_MARKERS_NAME_MAX - 1 bytes, not "fmt", not aN, not a TSDL keyword, not twice. */
+#define TP_MARKERS_NAME_MAX 32
+
+static inline bool tp_markers_ident_char(char c)
+{
+	return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+	       (c >= 'A' && c <= 'Z');
+}
+
+/* Is @w (@n bytes) a name a field may take? */
+static inline bool tp_markers_name_ok(const char *w, size_t n)
+{
+	static const char *const kw[] = {
+	    "align",   "callsite", "const",	     "char",   "clock",	  "double",   "enum",
+	    "env",     "event",	   "floating_point", "float",  "integer", "int",      "long",
+	    "short",   "signed",   "stream",	     "string", "struct",  "trace",    "typealias",
+	    "typedef", "unsigned", "variant",	     "void",   "_Bool",	  "_Complex", "_Imaginary",
+	    "fmt",     "id",	   "timestamp"};
+	bool digits = n > 1;
+
+	if (!n || n >= TP_MARKERS_NAME_MAX || (w[0] >= '0' && w[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!tp_markers_ident_char(w[i]))
+			return false;
+		if (i && !(w[i] >= '0' && w[i] <= '9'))
+			digits = false;
+	}
+	if (w[0] == 'a' && digits)
+		return false; /* aN: the name of an unnamed field */
+	for (size_t i = 0; i < sizeof(kw) / sizeof(kw[0]); i++)
+		if (strlen(kw[i]) == n && !memcmp(kw[i], w, n))
+			return false;
+	return true;
+}
+
+/* The names of the @nargs conversions of @fmt as "NAME,,NAME" (an empty entry: unnamed) into
+ * @out (@cap bytes); "" when no conversion is named, or when the conversions are not
+ * @nargs ('*' widths included).  Async-signal-safe: it runs in the program. */
+static inline void tp_markers_names_of(const char *fmt, size_t nargs, char *out, size_t cap)
+{
+	size_t k = 0, pos = 0;
+	bool any = false;
+
+	if (cap)
+		out[0] = 0;
+	for (const char *p = fmt; p && *p; p++) {
+		const char *b = p, *e;
+
+		if (*p != '%')
+			continue;
+		if (p[1] == '%') {
+			p++;
+			continue;
+		}
+		/* The word before: spaces, '=' or ':', spaces, the word. */
+		while (b > fmt && b[-1] == ' ')
+			b--;
+		e = b;
+		if (b > fmt && (b[-1] == '=' || b[-1] == ':')) {
+			b--;
+			while (b > fmt && b[-1] == ' ')
+				b--;
+			e = b;
+			while (b > fmt && tp_markers_ident_char(b[-1]))
+				b--;
+		}
+		if (k && pos + 1 < cap)
+			out[pos++] = ',';
+		if (b < e && tp_markers_name_ok(b, (size_t)(e - b))) {
+			/* Not twice: a later one of the same name stays unnamed. */
+			bool dup = false;
+
+			for (size_t i = 0, start = 0; i <= pos && !dup; i++)
+				if (i == pos || out[i] == ',') {
+					dup = i - start == (size_t)(e - b) &&
+					      !memcmp(out + start, b, (size_t)(e - b));
+					start = i + 1;
+				}
+			if (!dup && pos + (size_t)(e - b) + 1 < cap) {
+				memcpy(out + pos, b, (size_t)(e - b));
+				pos += (size_t)(e - b);
+				any = true;
+			}
+		}
+		k++;
+		/* Past the conversion: flags, width, precision, length, then its letter. */
+		for (p++; *p && !((*p >= 'a' && *p <= 'z' && !strchr("hlqjzt", *p)) ||
+				  (*p >= 'A' && *p <= 'Z' && *p != 'L'));
+		     p++)
+			if (*p == '*')
+				k = nargs + 1; /* an argument of its own: not followed */
+		if (!*p)
+			break;
+	}
+	if (cap && (!any || k != nargs))
+		out[0] = 0;
+	else if (cap)
+		out[pos < cap ? pos : cap - 1] = 0;
+}
+
+/* Name the fields @f (from tp_markers_fields_of, @nf of them with "fmt") after @names (as
+ * tp_markers_names_of writes it; untrusted: what does not fit the rules is left out), with
+ * @buf holding the names. */
+static inline void tp_markers_name_fields(struct tp_trace_field_desc *f, int nf, const char *names,
+					  char buf[TP_MAX_ARGS][TP_MARKERS_NAME_MAX])
+{
+	const char *p = names;
+
+	for (int i = 1; i < nf && p && *p != 0; i++) {
+		const char *e = strchr(p, ',');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		bool dup = false;
+
+		for (int j = 1; j < nf && !dup; j++)
+			dup = j != i && strlen(f[j].name) == n && !memcmp(f[j].name, p, n);
+		if (tp_markers_name_ok(p, n) && !dup) {
+			memcpy(buf[i - 1], p, n);
+			buf[i - 1][n] = 0;
+			f[i].name = buf[i - 1];
+		}
+		p = e ? e + 1 : NULL;
+	}
 }
 
 /* An event's arguments with every string copied safely out of the program: NULL becomes

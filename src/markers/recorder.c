@@ -153,14 +153,20 @@ static char *table_str(const char *s, size_t max)
 static int rec_add_class(struct tp_markers_recorder *r, const struct tp_mctl_class *c, bool final)
 {
 	struct tp_trace_field_desc f[TP_MARKERS_MAX_FIELDS];
-	char *point = NULL, *types = NULL, *name = NULL;
+	char *point = NULL, *types = NULL, *name = NULL, *names = NULL;
+	char namebuf[TP_MAX_ARGS][TP_MARKERS_NAME_MAX];
 	int nf = -EINVAL, id;
 
 	if (c && __atomic_load_n(&c->ready, __ATOMIC_ACQUIRE) == 1) {
 		point = table_str(c->name, sizeof(c->name));
 		types = table_str(c->types, sizeof(c->types));
+		if (point && strlen(point) + 1 < sizeof(c->name))
+			names = table_str(c->name + strlen(point) + 1,
+					  sizeof(c->name) - strlen(point) - 1);
 		if (point && types && *point && strspn(point, IDENT_CHARS) == strlen(point))
 			nf = tp_markers_fields_of(types, f);
+		if (nf > 0 && names)
+			tp_markers_name_fields(f, nf, names, namebuf);
 	} else if (!final) {
 		return -EAGAIN; /* being written */
 	}
@@ -193,6 +199,7 @@ out:
 	free(point);
 	free(types);
 	free(name);
+	free(names);
 	return id < 0 ? id : 0;
 }
 

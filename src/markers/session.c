@@ -92,19 +92,29 @@ static bool ready(const uint32_t *flag)
 
 /* Index of a ready entry equal to the one wanted, else of a new one claimed and filled; -1
  * when the table is full. */
-static long class_id(struct tp_mctl_hdr *h, const char *name, const char *types)
+/* The class entry's name is "POINT\0NAMES": the field names (tp_markers_names_of) after the
+ * point's, when both fit, so that sites whose formats name their fields differently get
+ * classes of their own; a reader of the name alone sees the point. */
+static long class_id(struct tp_mctl_hdr *h, const char *name, const char *types, const char *names)
 {
 	struct tp_mctl_class *tab = (void *)((char *)h + TP_MCTL_CLASSES_OFF);
 	uint32_t n = __atomic_load_n(&h->next_class, __ATOMIC_ACQUIRE);
+	size_t len = strlen(name);
 
+	if (len + 1 + strlen(names) + 1 > TP_MCTL_NAME_MAX)
+		names = "";
 	for (uint32_t i = 0; i < n && i < TP_MCTL_CLASSES; i++)
 		if (ready(&tab[i].ready) && !strncmp(tab[i].name, name, TP_MCTL_NAME_MAX) &&
-		    !strncmp(tab[i].types, types, TP_MCTL_TYPES_MAX))
+		    !strncmp(tab[i].types, types, TP_MCTL_TYPES_MAX) &&
+		    (len + 1 >= TP_MCTL_NAME_MAX ||
+		     !strncmp(tab[i].name + len + 1, names, TP_MCTL_NAME_MAX - len - 1)))
 			return i;
 	uint32_t i = __atomic_fetch_add(&h->next_class, 1, __ATOMIC_ACQ_REL);
 	if (i >= TP_MCTL_CLASSES)
 		return -1;
 	strcpy(tab[i].name, name);
+	if (*names)
+		strcpy(tab[i].name + len + 1, names);
 	strcpy(tab[i].types, types);
 	__atomic_store_n(&tab[i].ready, 1, __ATOMIC_RELEASE);
 	return i;
@@ -139,6 +149,7 @@ static void declare(struct session *s, const struct tp_site_desc *desc)
 	struct tp_trace_field_desc f[TP_MARKERS_MAX_FIELDS];
 	const char *name = desc->point->name;
 	size_t i = slot_of(desc);
+	char names[TP_MCTL_NAME_MAX];
 	long cls, fmt;
 
 	for (size_t n = 0; n < CLASS_SLOTS; n++, i = (i + 1) % CLASS_SLOTS) {
@@ -150,8 +161,10 @@ static void declare(struct session *s, const struct tp_site_desc *desc)
 		if (d)
 			continue;
 		/* What tracepad could not turn into an event class is not declared. */
+		if (name)
+			tp_markers_names_of(desc->fmt, desc->nargs, names, sizeof(names));
 		if (!name || strlen(name) >= TP_MCTL_NAME_MAX || tp_markers_fields(desc, f) < 0 ||
-		    (cls = class_id(s->ctl, name, desc->types)) < 0 ||
+		    (cls = class_id(s->ctl, name, desc->types, names)) < 0 ||
 		    (fmt = format_id(s->ctl, (uint32_t)cls, desc->fmt ? desc->fmt : "")) < 0) {
 			__atomic_fetch_add(&s->ctl->dropped, 1, __ATOMIC_RELAXED);
 			return;

@@ -52,6 +52,24 @@ int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs)
 
 #define RIP_OFFSET (offsetof(struct user, regs) + offsetof(struct user_regs_struct, rip))
 
+int tp_proc_syscall_info(pid_t tid, struct tp_syscall_stop *out)
+{
+	struct __ptrace_syscall_info si;
+
+	memset(out, 0, sizeof(*out));
+	if (ptrace(PTRACE_GET_SYSCALL_INFO, tid, sizeof(si), &si) < 0)
+		return -errno;
+	if (si.op == PTRACE_SYSCALL_INFO_ENTRY) {
+		out->entry = true;
+		out->nr = (int)si.entry.nr;
+		memcpy(out->args, si.entry.args, sizeof(out->args));
+	} else if (si.op == PTRACE_SYSCALL_INFO_EXIT) {
+		out->exit = true;
+		out->ret = si.exit.rval;
+	}
+	return 0;
+}
+
 int tp_proc_get_pc(pid_t tid, uint64_t *pc)
 {
 	long v;

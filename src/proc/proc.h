@@ -155,6 +155,15 @@ int tp_proc_watch_write(pid_t tid, uint64_t addr);
 int tp_proc_watch_clear(pid_t tid);
 /* The x87/SSE registers (xmm0-15: float and double arguments and returns). */
 int tp_proc_get_fpregs(pid_t tid, struct user_fpregs_struct *fp);
+/* What a syscall stop (TP_EV_SYSCALL) is, from PTRACE_GET_SYSCALL_INFO: an entry (@nr,
+ * @args), an exit (@ret: the value or -errno), or neither (a seccomp stop, unknown). */
+struct tp_syscall_stop {
+	bool entry, exit;
+	int nr;
+	uint64_t args[6];
+	int64_t ret;
+};
+int tp_proc_syscall_info(pid_t tid, struct tp_syscall_stop *out);
 /* Program counter only (one PTRACE_PEEKUSER). */
 int tp_proc_get_pc(pid_t tid, uint64_t *pc);
 int tp_proc_set_pc(pid_t tid, uint64_t pc);

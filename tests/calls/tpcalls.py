@@ -16,10 +16,12 @@ from tap import check, done  # noqa: E402,F401
 TRACEPAD, TARGETS = runlib.tracepad_and_targets()
 TIMEOUT = 120
 
-# [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>, indented 2 spaces a depth after "] ".
-LINE = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) = (.*?)(?: <(\d+\.\d+)>)?$")
+# [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>, indented 2 spaces a depth after "] ", up to
+# 50 levels; deeper, 100 spaces and "{DEPTH} " (both in group 2).
+LINE = re.compile(r"^\[(\d+)\] ( *(?:\{\d+\} )?)([^\s:]+):([^\s(]+)\((.*)\) = (.*?)"
+                  r"(?: <(\d+\.\d+)>)?$")
 # --entry: [TID] OBJECT:FUNCTION(ARGS) ...
-ENTRY = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):([^\s(]+)\((.*)\) \.\.\.$")
+ENTRY = re.compile(r"^\[(\d+)\] ( *(?:\{\d+\} )?)([^\s:]+):([^\s(]+)\((.*)\) \.\.\.$")
 # Process events, as strace prints them: [PID] +++ exec "PATH" [ARGV] +++, +++ exited with N
 # +++, +++ killed by SIG... +++; [TID] --- SIG... {si_signo=..., ...} ---.
 EVENT = re.compile(r'^\[(\d+)\] (?:\+\+\+ (?:exec ".*" \[.*\]|exited with \d+|'
@@ -33,7 +35,8 @@ def target(name):
 class Call:
     def __init__(self, m):
         self.tid = int(m.group(1))
-        self.depth = len(m.group(2)) // 2
+        deep = re.search(r"\{(\d+)\}", m.group(2))
+        self.depth = int(deep.group(1)) if deep else len(m.group(2)) // 2
         self.indent = len(m.group(2))
         self.object = m.group(3)
         self.function = m.group(4)

@@ -59,8 +59,8 @@ def dump(d):
 def text_ok(name, fields):
     """The event's text is its point's format applied to its own fields."""
     fmt = FORMATS[name]
-    args = [int(fields[a]) if fields[a][0] != '"' else fields[a][1:-1]
-            for a in ("a0", "a1") if a in fields]
+    args = [int(v) if v[0] != '"' else v[1:-1]  # the fields after fmt ("lib i=%d": i)
+            for k, v in fields.items() if k not in ("fmt", "text")]
     return fields.get("text") == '"%s"' % (fmt.replace("%ld", "%d") % tuple(args))
 
 
@@ -115,7 +115,7 @@ try:
     alpha = [int(e[3]["a0"]) for e in evs if e[2] == "mc_alpha"]
     check(len(alpha) > 20 and alpha == list(range(alpha[0], alpha[0] + len(alpha))),
           "dump: mc_alpha counts the target's iterations, consecutive", alpha[:5])
-    lib_i = [int(e[3]["a0"]) for e in evs if e[2] == "mc_lib"]
+    lib_i = [int(e[3]["i"]) for e in evs if e[2] == "mc_lib"]
     beta = [int(e[3]["a0"]) for e in evs if e[2] == "mc_beta_is"]
     # The process was stopped at any point of an iteration when recording began and ended.
     check(beta and lib_i and set(beta) <= set(alpha) | {alpha[0] - 1} and
@@ -150,7 +150,7 @@ try:
     rec.send_signal(signal.SIGINT)
     out, err = rec.communicate(timeout=30)
     dr, evs = dump(d2)
-    lib_i = [int(e[3]["a0"]) for e in evs]
+    lib_i = [int(e[3]["i"]) for e in evs]
     check(rec.returncode == 0 and {e[2] for e in evs} == {"mc_lib"} and len(lib_i) > 5 and
           lib_i == list(range(lib_i[0], lib_i[0] + len(lib_i))) and
           all(text_ok("mc_lib", e[3]) for e in evs),

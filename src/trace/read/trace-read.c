@@ -273,13 +273,14 @@ int tp_trace_marker_text(const struct tp_trace_formats *fs, const struct tp_trac
 	if (!m->fmt || !m->cls || !m->types || strcmp(m->cls, ev->name))
 		return -ENOENT;
 	n = strlen(m->types);
+	/* The arguments are the fields after "fmt", in order, whatever their names (aN, or the
+	 * words of the format). */
+	if ((size_t)(id - ev->fields) + n >= ev->nr_fields)
+		return -ENOENT;
 	for (size_t i = 0; i < n; i++) {
-		char name[4] = {'a', (char)('0' + i), 0};
-		const struct tp_trace_field *a = tp_trace_event_field(ev, name);
+		const struct tp_trace_field *a = id + 1 + i;
 		char t = m->types[i];
 
-		if (!a)
-			return -ENOENT;
 		if (t == 's' && a->type == TP_TRACE_STRING)
 			args[i].s = a->str;
 		else if (t == 'd' && a->type == TP_TRACE_FLOAT)

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""The options tracepad calls shares with ltrace, strace and uftrace, each compared with what
+the peer prints for the same target where it is installed (calls-habits, built with -pg for
+uftrace): -s, -t/-tt/-ttt, -r, -l, --depth, --time-filter, --sort, the per-process summary
+of -c with -f, and the indentation bounded on a recursion 10,000 deep."""
+import collections
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+from tpcalls import check, done, calls, run, target, LINE, TRACEPAD
+
+prog = target("calls-habits")
+# The -pg target writes gmon.out where it runs.
+os.chdir(tempfile.mkdtemp(prefix="tp-habits-"))
+PUTS = "libc.so.6:puts"
+HF = "calls-habits:main,calls-habits:h_*"
+# ltrace's line: [pid N] stamps prog->func(args) = ret
+LT = re.compile(r"^(?:\[pid \d+\] )?(.*?)\S+->(\w+)\((.*)\)\s+= (.*)$")
+
+
+def ltrace(opts, argv):
+    """ltrace's lines for OPTS -- ARGV (stderr), or None when it is not installed."""
+    if not shutil.which("ltrace"):
+        return None
+    r = subprocess.run(["ltrace"] + opts + ["--"] + argv, capture_output=True, text=True,
+                       timeout=120)
+    return [ln for ln in r.stderr.splitlines() if "SIGPROF" not in ln]
+
+
+def own(r, func=None):
+    """(stamps, function, args, ret) of tracepad's call lines; stamps: what lies between
+    "[TID] " and OBJECT:FUNCTION."""
+    out = []
+    for ln in r.lines:
+        m = re.match(r"^\[\d+\] ((?:[\d:.]+ +)*)( *)(\S+):(\w+)\((.*)\) = (.*)$", ln)
+        if m and (func is None or m.group(4) == func):
+            out.append((m.group(1), m.group(4), m.group(5), m.group(6)))
+    return out
+
+
+def shape(stamp):
+    return re.sub(r"\d", "9", stamp.strip())
+
+
+nat = run([prog, "str"])
+check(nat.rc == 0 and "short" in nat.out, "native str", nat)
+
+# -s SIZE: the string arguments as ltrace shows them (ltrace does not escape '"').
+for opts in ([], ["-s", "10"], ["-s", "0"], ["-s", "100"]):
+    r = calls(opts + ["-e", PUTS], [prog, "str"])
+    got = [a.replace('\\"', '"') for _, _, a, _ in own(r, "puts")]
+    check(r.rc == 0 and r.out == nat.out and len(got) == 3,
+          "%s: three puts lines, program unchanged" % (opts or "default"), r)
+    size = int(opts[1]) if opts else 32
+    strs = ["0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJ", "short",
+            'tab\\there "quoted" and a newline\\n']
+    want = []
+    for s in strs:
+        raw = s.replace("\\t", "\t").replace("\\n", "\n")
+        cut = raw[:size]
+        text = cut.replace("\t", "\\t").replace("\n", "\\n")
+        want.append('"%s"%s' % (text, "..." if len(raw) > size else ""))
+    check(got == want, "%s: strings cut at %d characters then ..." % (opts or "-s 32", size),
+          "got  %r\nwant %r" % (got, want))
+    lt = ltrace(opts + ["-e", "puts"], [prog, "str"])
+    if lt is not None:
+        peer = [m.group(3) for m in map(LT.match, lt) if m and m.group(2) == "puts"]
+        # ltrace adds "..." to a string of exactly SIZE characters too; strace and tracepad
+        # only when characters were left out.
+        peer = [p[:-3] if p.endswith('"...') and g == p[:-3] else p
+                for g, p in zip(got, peer)]
+        check(got == peer, "%s: the same strings as ltrace's" % (opts or "default"),
+              "tracepad %r\nltrace   %r" % (got, peer))
+
+# -t, -tt, -ttt: ltrace's formats; the times lie within the run and never go back.
+for t in ("-t", "-tt", "-ttt"):
+    before = time.time()
+    r = calls([t, "-e", PUTS], [prog, "str"])
+    after = time.time()
+    st = [s for s, _, _, _ in own(r, "puts")]
+    check(r.rc == 0 and len(st) == 3, t + ": three puts lines", r)
+    lt = ltrace([t, "-e", "puts"], [prog, "str"])
+    want = {"-t": "99:99:99", "-tt": "99:99:99.999999", "-ttt": "9999999999.999999"}[t]
+    check(all(shape(s) == want for s in st), t + ": stamps shaped " + want, st)
+    if lt is not None:
+        peer = [shape(m.group(1)) for m in map(LT.match, lt) if m and m.group(2) == "puts"]
+        check(peer and all(shape(s) == p for s, p in zip(st, peer)),
+              t + ": the same shape as ltrace's", "%r %r" % (st, peer))
+    if t == "-ttt" and st:
+        secs = [float(s) for s in st]
+        check(all(before - 1e-3 <= x <= after + 1e-3 for x in secs) and secs == sorted(secs),
+              "-ttt: within the run, in order", "%r in [%f, %f]" % (secs, before, after))
+    elif st:
+        ev = [ln for ln in r.lines if "+++ exited" in ln]
+        check(len(ev) == 1 and shape(ev[0].split()[1]) == want,
+              t + ": the exit line is stamped too", ev)
+
+# -r with -ttt: each -r is the difference of consecutive -ttt times, the first 0.
+r = calls(["-ttt", "-r", "-e", PUTS], [prog, "str"])
+pairs = [ln.split()[1:3] for ln in r.lines if re.match(r"^\[\d+\] [\d.]+ +[\d.]+ ", ln)]
+check(len(pairs) == 4, "-r -ttt: four stamped lines (three calls, the exit)", r.lines)
+ok = pairs and float(pairs[0][1]) == 0.0
+for (a, _), (b, d) in zip(pairs, pairs[1:]):
+    ok = ok and abs((float(b) - float(a)) - float(d)) <= 2.5e-6
+check(ok, "-r: the time since the previous line", pairs)
+lt = ltrace(["-r", "-e", "puts"], [prog, "str"])
+if lt is not None:
+    peer = [shape(m.group(1)) for m in map(LT.match, lt) if m]
+    mine = [shape(ln.split(" ", 1)[1][:len(" 0.000000")+1]) for ln in
+            calls(["-r", "-e", PUTS], [prog, "str"]).lines if "puts(" in ln]
+    check(peer and mine == peer, "-r: ltrace's shape", "%r %r" % (mine, peer))
+
+# -l LIB: every function of the library, among them all those ltrace -l shows.
+r = calls(["-l", "libtpcalls"], [prog, "lib"])
+fs = collections.Counter(f for _, f, _, _ in own(r))
+objs = {m.group(3) for m in map(LINE.match, r.lines) if m}
+check(r.rc == 0 and objs == {"libtpcalls.so"}, "-l: only the library's functions", objs)
+check(all(fs[f] == 1 for f in ("tpc_a", "tpc_b", "tpc_c", "tpc_add")),
+      "-l: tpc_a, tpc_b, tpc_c, tpc_add once each", fs)
+lt = ltrace(["-l", "libtpcalls.so"], [prog, "lib"])
+if lt is not None:
+    peer = collections.Counter(re.findall(r"->(\w+)\(", "\n".join(lt)))
+    check(peer and all(fs[f] == n for f, n in peer.items()),
+          "-l: every call ltrace -l shows", "ltrace %r\ntracepad %r" % (peer, fs))
+r = calls(["-l", "a,b"], [prog, "lib"])
+check(r.rc == 2 and len(r.err.strip().splitlines()) == 1, "-l a,b: refused in one line", r)
+
+# --depth N: uftrace's nesting limit (main at 1).
+for depth, want in ((1, {"main": 1}), (2, {"main": 1, "h_outer": 3}),
+                    (3, {"main": 1, "h_outer": 3, "h_mid": 3})):
+    r = calls(["-e", HF, "--depth", str(depth)], [prog, "nest"])
+    got = collections.Counter(f for _, f, _, _ in own(r))
+    check(r.rc == 0 and got == want, "--depth %d: %r" % (depth, want), got)
+    if shutil.which("uftrace"):
+        with tempfile.TemporaryDirectory(prefix="tp-uftrace-") as d:
+            subprocess.run(["uftrace", "record", "-d", d, "--no-libcall", "--depth",
+                            str(depth), prog, "nest"], capture_output=True, timeout=120)
+            rp = subprocess.run(["uftrace", "replay", "-d", d, "-f", "none"],
+                                capture_output=True, text=True, timeout=120)
+        peer = collections.Counter(re.findall(r"^\s*(\w+)\(\)", rp.stdout, re.M))
+        check(got == peer, "--depth %d: the calls uftrace --depth shows" % depth,
+              "tracepad %r\nuftrace %r" % (got, peer))
+r = calls(["--depth", "0"], [prog, "nest"])
+check(r.rc == 2 and len(r.err.strip().splitlines()) == 1, "--depth 0: refused", r)
+
+# --time-filter: the three 50 ms spins, not the quick calls (unless the program itself saw
+# one last 10 ms, tracepad's stops included); the summary still counts every call.
+r = calls(["-e", HF, "--time-filter", "10ms"], [prog, "time"])
+got = collections.Counter(f for _, f, _, _ in own(r))
+slow_quick = sum(float(q) >= 0.01 for q in re.findall(r"quick ([\d.]+)", r.out))
+check(r.rc == 0 and got["h_spin"] == 3 and got["h_quick"] <= slow_quick
+      and got["main"] == 1, "--time-filter 10ms: the spins and main, not the quick calls", got)
+r = calls(["-e", HF, "--time-filter", "10ms", "-c", "--json"], [prog, "time"])
+fn = {f["function"]: f["calls"] for f in (r.summary() or {}).get("functions", [])}
+check(fn.get("h_quick") == 3 and fn.get("h_spin") == 3, "--time-filter: -c counts all", fn)
+for bad in ("10 ms", "x", "-1us", "5m"):
+    r = calls(["--time-filter", bad], [prog, "time"])
+    check(r.rc == 2 and len(r.err.strip().splitlines()) == 1,
+          "--time-filter %r: refused in one line" % bad, r)
+
+# --sort KEY for -c: the functions in that order.
+for key, field, rev in (("calls", "calls", True), ("name", "function", False),
+                        ("total", "total_ns", True), ("avg", "avg_ns", True),
+                        ("max", "max_ns", True)):
+    r = calls(["-e", HF, "-c", "--json", "--sort", key], [prog, "nest"])
+    vals = [f[field] for f in (r.summary() or {}).get("functions", [])]
+    check(len(vals) == 4 and vals == sorted(vals, reverse=rev),
+          "--sort %s: by %s" % (key, field), vals)
+r = calls(["-e", HF, "-c", "--sort", "calls"], [prog, "nest"])
+rows = [ln.split()[-1] for ln in r.lines[1:] if ln.strip()]
+check(rows[:1] and rows[-1] == "calls-habits:main" and len(rows) == 4,
+      "--sort calls: the text table too, main (1 call) last", r.lines)
+r = calls(["--sort", "calls"], [prog, "nest"])
+check(r.rc == 2, "--sort without -c: refused", r)
+r = calls(["-c", "--sort", "speed"], [prog, "nest"])
+check(r.rc == 2 and "speed" in r.err, "--sort speed: refused, naming it", r)
+
+# -c with -f over two processes: their sum, then one summary per process.
+r = calls(["-f", "-e", "calls-habits:h_inner", "-c", "--json"], [prog, "fork"])
+m = re.search(r"parent (\d+) child (\d+)", r.out)
+sm = r.summary() or {}
+per = {p.get("pid"): [f["calls"] for f in p.get("functions", [])]
+       for p in sm.get("processes", [])}
+tot = [f["calls"] for f in sm.get("functions", [])]
+check(m and per == {int(m.group(1)): [3], int(m.group(2)): [2]} and tot == [5],
+      "-c -f --json: h_inner 3 calls in the parent, 2 in the child, 5 in all",
+      "%r %r" % (per, tot))
+r = calls(["-f", "-e", "calls-habits:h_inner", "-c"], [prog, "fork"])
+heads = re.findall(r"^process (\d+):$", r.text, re.M)
+check(m and len(heads) == 2 and r.text.count("calls-habits:h_inner") == 3,
+      "-c -f: a table for all, then one per process", r.text)
+
+# Indentation bounded: a recursion 10,000 deep writes lines of bounded length, the depth
+# said as {N} past 50 levels.
+r = calls(["-e", "calls-habits:h_rec"], [prog, "deep", "10000"])
+rec = [ln for ln in r.lines if "h_rec(" in ln]
+longest = max((len(ln) for ln in rec), default=0)
+deepest = [ln for ln in rec if "h_rec(1) = 1" in ln]
+check(r.rc == 0 and len(rec) == 10001 and longest < 200,
+      "deep: 10,001 lines, none over 200 characters", "%d lines, longest %d" %
+      (len(rec), longest))
+check(deepest and re.match(r"^\[\d+\]  {100}\{9999\} calls-habits:h_rec\(1\) = 1$",
+                           deepest[0]), "deep: depth 9999 written as {9999}", deepest[:1])
+shallow = [ln for ln in rec if "h_rec(9960) = 9960" in ln]
+check(shallow and re.match(r"^\[\d+\]  {80}calls-habits:", shallow[0]),
+      "deep: depth 40 still indented by 80 spaces", shallow[:1])
+# Times (-T, --trace): a call's time is the program's, from when its thread ran on after the
+# entry stop to its return, less the stops of the calls it made; in the trace, each
+# call_return's duration_ns is its time stamp minus its call_entry's, exactly.
+with tempfile.TemporaryDirectory(prefix="tp-habits-trace-") as d:
+    r = calls(["-e", HF, "-T", "--trace", os.path.join(d, "t")], [prog, "time"])
+    dump = subprocess.run([TRACEPAD, "dump", "--json", os.path.join(d, "t")],
+                          capture_output=True, text=True, timeout=120)
+evs = [json.loads(ln) for ln in dump.stdout.splitlines() if ln.startswith("{")]
+stack, pairs = [], []
+for e in evs:
+    if e["name"] == "call_entry":
+        stack.append(e)
+    elif e["name"] == "call_return" and stack:
+        b = stack.pop()
+        pairs.append((e["fields"]["function"], b["fields"]["function"],
+                      e["fields"]["duration_ns"], e["ts"] - b["ts"]))
+check(dump.returncode == 0 and len(pairs) == 7 and all(f == g for f, g, _, _ in pairs),
+      "--trace: 7 calls, each return after its entry", pairs)
+bad = [p for p in pairs if p[2] != p[3]]
+check(pairs and not bad, "--trace: duration_ns == return time - entry time, exactly", bad)
+secs = {f: [] for f in ("h_spin", "h_quick", "main")}
+for ln in r.lines:
+    m = re.match(r"^\[\d+\] +\S+:(\w+)\(.*\) = .* <([\d.]+)>$", ln)
+    if m and m.group(1) in secs:
+        secs[m.group(1)].append(float(m.group(2)))
+check(len(secs["h_spin"]) == 3 and all(s >= 0.049 for s in secs["h_spin"]),
+      "-T: each 50 ms spin lasts its 50 ms (the program's own time)", secs)
+us = {f: [round(x * 1e6) for x in v] for f, v in secs.items()}
+check(len(us["main"]) == 1 and us["main"][0] >= sum(us["h_spin"] + us["h_quick"]),
+      "-T: main lasts at least as long as the calls it made", secs)
+
+# -S: system calls named and shown as strace shows them, the same lines for the same calls.
+SYS = ("openat", "read", "write", "close", "mmap", "mprotect", "munmap", "brk", "exit_group")
+SYSRE = re.compile(r"^(?:SYS_)?((?:%s)\(.*)$" % "|".join(SYS))
+
+
+def norm(ln):
+    return re.sub(r"0x[0-9a-f]{6,}", "ADDR", ln)
+
+
+nat = run([prog, "sys"])
+r = calls(["-S", "-e", "!*"], [prog, "sys"])
+mine = [norm(m.group(1)) for m in (SYSRE.match(re.sub(r"^\[\d+\] +", "", ln))
+                                   for ln in r.lines) if m]
+check(r.rc == 0 and r.out == nat.out, "-S: the program's output unchanged", r)
+for want in ('write(3, "hello", 5) = 5', "close(3) = 0",
+             "close(3) = -1 EBADF (Bad file descriptor)",
+             'openat(AT_FDCWD, "/dev/null", O_WRONLY) = 3', "exit_group(0) = ?"):
+    check(want in mine, "-S: " + want, mine[-12:])
+if shutil.which("strace"):
+    with tempfile.NamedTemporaryFile("r", prefix="tp-strace-") as f:
+        subprocess.run(["strace", "-o", f.name, "-e", "trace=" + ",".join(SYS), prog, "sys"],
+                       capture_output=True, timeout=120)
+        peer = [norm(m.group(1)) for m in map(SYSRE.match, f.read().splitlines()) if m]
+    peer = [re.sub(r"\)\s+= ", ") = ", ln) for ln in peer]
+    diff = [(a, b) for a, b in zip(mine, peer) if a != b]
+    check(len(mine) == len(peer) and not diff, "-S: the lines strace prints (%d)" % len(peer),
+          "%d vs %d lines; first differences %r" % (len(mine), len(peer), diff[:3]))
+r = calls(["-S", "-e", "calls-habits:h_inner"], [prog, "nest"])
+check(r.rc == 0 and any(re.match(r"^\[\d+\] SYS_write\(1, ", ln) for ln in r.lines)
+      and any(re.match(r"^\[\d+\] calls-habits:h_inner\(", ln) for ln in r.lines),
+      "-S with -e: call lines and system call lines together", r.lines[-8:])
+done()
