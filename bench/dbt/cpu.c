@@ -29,12 +29,23 @@ int main(int argc, char **argv)
 	for (unsigned long i = 0; i < n; i++) {
 		h = table[(h >> 3) & 3](h + i);
 		switch (h & 7) {
-		case 0: h += 3; break;
-		case 1: h ^= 5; break;
-		case 2: h -= 1; break;
-		case 3: h *= 3; break;
-		case 4: h = rot(h); break;
-		default: h++;
+		case 0:
+			h += 3;
+			break;
+		case 1:
+			h ^= 5;
+			break;
+		case 2:
+			h -= 1;
+			break;
+		case 3:
+			h *= 3;
+			break;
+		case 4:
+			h = rot(h);
+			break;
+		default:
+			h++;
 		}
 	}
 	printf("%lx\n", h);
