@@ -4,9 +4,17 @@
 #define TP_CALLS_PROTO_PRIV_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "calls/proto.h"
+
+/* Text written into a fixed buffer, cut (and NUL-terminated) when it is full. */
+struct out {
+	char *buf;
+	size_t len, pos;
+};
+void tp_calls_put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define STR_MAX 4096   /* characters of a string shown at most (-s) */
 #define MAX_ENUMS 4096 /* enumerators kept per enum type */

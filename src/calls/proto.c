@@ -18,14 +18,7 @@
 
 /* ---- output ---- */
 
-struct out {
-	char *buf;
-	size_t len, pos;
-};
-
-static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct out *o, const char *fmt, ...)
+void tp_calls_put(struct out *o, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -48,23 +41,23 @@ static void put_escaped(struct out *o, unsigned char c, int next, char quote)
 	const char *e = c ? memchr(esc, c, sizeof(esc) - 1) : NULL;
 
 	if (e && (e - esc) % 2 == 0)
-		put(o, "\\%c", e[1]);
+		tp_calls_put(o, "\\%c", e[1]);
 	else if (c == quote || c == '\\')
-		put(o, "\\%c", c);
+		tp_calls_put(o, "\\%c", c);
 	else if (isprint(c))
-		put(o, "%c", c);
+		tp_calls_put(o, "%c", c);
 	else if (next >= '0' && next <= '7')
-		put(o, "\\%03o", c);
+		tp_calls_put(o, "\\%03o", c);
 	else
-		put(o, "\\%o", c);
+		tp_calls_put(o, "\\%o", c);
 }
 
 static void put_quoted(struct out *o, const uint8_t *s, size_t n, bool more)
 {
-	put(o, "\"");
+	tp_calls_put(o, "\"");
 	for (size_t i = 0; i < n; i++)
 		put_escaped(o, s[i], i + 1 < n ? s[i + 1] : -1, '"');
-	put(o, more ? "\"..." : "\"");
+	tp_calls_put(o, more ? "\"..." : "\"");
 }
 
 /* Characters of a string shown (-s): strace's and ltrace's default. */
@@ -83,12 +76,12 @@ static void put_string(struct out *o, pid_t pid, uint64_t addr)
 	uint8_t *nul;
 
 	if (!addr) {
-		put(o, "NULL");
+		tp_calls_put(o, "NULL");
 		return;
 	}
 	got = tp_proc_read(pid, addr, s, str_size + 1);
 	if (got <= 0) {
-		put(o, "%#llx", (unsigned long long)addr);
+		tp_calls_put(o, "%#llx", (unsigned long long)addr);
 		return;
 	}
 	nul = memchr(s, 0, got);
@@ -105,12 +98,12 @@ static void put_buffer(struct out *o, pid_t pid, uint64_t addr, uint64_t len)
 	ssize_t got;
 
 	if (!addr) {
-		put(o, "NULL");
+		tp_calls_put(o, "NULL");
 		return;
 	}
 	got = tp_proc_read(pid, addr, s, want);
 	if (got < (ssize_t)want) {
-		put(o, "%#llx", (unsigned long long)addr);
+		tp_calls_put(o, "%#llx", (unsigned long long)addr);
 		return;
 	}
 	put_quoted(o, s, want, len > want);
@@ -146,7 +139,7 @@ static void put_double(struct out *o, double d, int maxprec, bool is_float)
 		if (is_float ? (float)strtod(t, NULL) == (float)d : strtod(t, NULL) == d)
 			break;
 	}
-	put(o, "%s", t);
+	tp_calls_put(o, "%s", t);
 }
 
 /* ---- values ---- */
@@ -183,36 +176,36 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 	uint64_t x = val_u64(v);
 
 	if (!v->have) {
-		put(o, "?");
+		tp_calls_put(o, "?");
 		return;
 	}
 	switch (t->kind) {
 	case K_VOID:
-		put(o, "void");
+		tp_calls_put(o, "void");
 		break;
 	case K_INT:
-		put(o, "%lld", (long long)trunc_s(x, t->size));
+		tp_calls_put(o, "%lld", (long long)trunc_s(x, t->size));
 		break;
 	case K_UINT:
-		put(o, "%llu", (unsigned long long)trunc_u(x, t->size));
+		tp_calls_put(o, "%llu", (unsigned long long)trunc_u(x, t->size));
 		break;
 	case K_BOOL:
 		x = trunc_u(x, t->size);
 		if (x <= 1)
-			put(o, "%s", x ? "true" : "false");
+			tp_calls_put(o, "%s", x ? "true" : "false");
 		else
-			put(o, "%llu", (unsigned long long)x);
+			tp_calls_put(o, "%llu", (unsigned long long)x);
 		break;
 	case K_CHAR:
-		put(o, "'");
+		tp_calls_put(o, "'");
 		put_escaped(o, (unsigned char)x, -1, '\'');
-		put(o, "'");
+		tp_calls_put(o, "'");
 		break;
 	case K_PTR:
 		if (x)
-			put(o, "%#llx", (unsigned long long)x);
+			tp_calls_put(o, "%#llx", (unsigned long long)x);
 		else
-			put(o, "NULL");
+			tp_calls_put(o, "NULL");
 		break;
 	case K_STR:
 		put_string(o, pid, x);
@@ -221,13 +214,13 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 		if (next && next->have)
 			put_buffer(o, pid, x, val_u64(next));
 		else
-			put(o, "%#llx", (unsigned long long)x);
+			tp_calls_put(o, "%#llx", (unsigned long long)x);
 		break;
 	case K_HEX:
-		put(o, "%#llx", (unsigned long long)trunc_u(x, t->size));
+		tp_calls_put(o, "%#llx", (unsigned long long)trunc_u(x, t->size));
 		break;
 	case K_OCT:
-		put(o, "%#llo", (unsigned long long)trunc_u(x, t->size));
+		tp_calls_put(o, "%#llo", (unsigned long long)trunc_u(x, t->size));
 		break;
 	case K_FLOAT: {
 		float f;
@@ -247,7 +240,7 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 		long double ld = 0;
 
 		memcpy(&ld, v->b, 10);
-		put(o, "%Lg", ld);
+		tp_calls_put(o, "%Lg", ld);
 		break;
 	}
 	case K_ENUM: {
@@ -255,21 +248,21 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 
 		for (uint32_t i = 0; i < t->nenums; i++) {
 			if (trunc_u(t->enums[i].val, t->size) == u) {
-				put(o, "%s", t->enums[i].name);
+				tp_calls_put(o, "%s", t->enums[i].name);
 				return;
 			}
 		}
 		if (t->is_signed)
-			put(o, "%lld", (long long)trunc_s(x, t->size));
+			tp_calls_put(o, "%lld", (long long)trunc_s(x, t->size));
 		else
-			put(o, "%llu", (unsigned long long)u);
+			tp_calls_put(o, "%llu", (unsigned long long)u);
 		break;
 	}
 	case K_STRUCT:
-		put(o, "{...}");
+		tp_calls_put(o, "{...}");
 		break;
 	default:
-		put(o, "?");
+		tp_calls_put(o, "?");
 		break;
 	}
 }
@@ -407,8 +400,8 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 		static const char *const names[] = {"rdi", "rsi", "rdx", "rcx", "r8", "r9"};
 
 		for (int i = 0; i < 6; i++)
-			put(&o, "%s%s=0x%llx", i ? ", " : "", names[i],
-			    (unsigned long long)gpr(regs, i));
+			tp_calls_put(&o, "%s%s=0x%llx", i ? ", " : "", names[i],
+				     (unsigned long long)gpr(regs, i));
 		return o.pos;
 	}
 	/* A struct returned in memory: its address is a hidden first argument. */
@@ -419,12 +412,12 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 		fetch_arg(&a, &p->params[i], &vals[i]);
 	for (int i = 0; i < p->nparams; i++) {
 		if (i)
-			put(&o, ", ");
+			tp_calls_put(&o, ", ");
 		put_value(&o, pid, &p->params[i], &vals[i],
 			  i + 1 < p->nparams ? &vals[i + 1] : NULL);
 	}
 	if (p->variadic)
-		put(&o, "%s...", p->nparams ? ", " : "");
+		tp_calls_put(&o, "%s...", p->nparams ? ", " : "");
 	return o.pos;
 }
 
@@ -474,7 +467,7 @@ int tp_proto_format_ret(const struct tp_proto *p, pid_t pid, const struct user_r
 		return -EINVAL;
 	buf[0] = 0;
 	if (!p) {
-		put(&o, "0x%llx", (unsigned long long)regs->rax);
+		tp_calls_put(&o, "0x%llx", (unsigned long long)regs->rax);
 		goto out;
 	}
 	fetch_ret(&p->ret, regs, fp, &v);
@@ -482,7 +475,7 @@ int tp_proto_format_ret(const struct tp_proto *p, pid_t pid, const struct user_r
 	/* MAP_FAILED and SIG_ERR read as strace shows them; a void value is shown as the word,
 	 * the memory of a struct is not read. */
 	if (f && p->fail == 'M')
-		put(&o, "-1");
+		tp_calls_put(&o, "-1");
 	else
 		put_value(&o, pid, &p->ret, &v, NULL);
 	/* pthread_* return their error; a negative value is none (and errno is not theirs). */
@@ -492,9 +485,9 @@ int tp_proto_format_ret(const struct tp_proto *p, pid_t pid, const struct user_r
 		const char *name = strerrorname_np(err);
 
 		if (name)
-			put(&o, " %s (%s)", name, strerror(err));
+			tp_calls_put(&o, " %s (%s)", name, strerror(err));
 		else
-			put(&o, " %d (%s)", err, strerror(err));
+			tp_calls_put(&o, " %d (%s)", err, strerror(err));
 	}
 out:
 	if (failedp)

@@ -13,6 +13,7 @@
 #include <x86intrin.h>
 
 #include "calls/engine.h"
+#include "calls/proto-priv.h"
 #include "syscall-names.h"
 
 /* How the arguments and the return value show, one letter each (as strace shows them):
@@ -88,40 +89,21 @@ static const struct bit map_bits[] = {
 };
 #undef B
 
-struct out {
-	char *buf;
-	size_t len, pos;
-};
-
-static void __attribute__((format(printf, 2, 3))) put(struct out *o, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (o->pos + 1 >= o->len)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		o->pos += (size_t)n < o->len - o->pos ? (size_t)n : o->len - o->pos - 1;
-}
-
 /* @v as NAME|NAME|0x..., @first already written when not NULL. */
 static void put_bits(struct out *o, uint64_t v, const struct bit *b, size_t n, const char *first)
 {
 	bool any = first != NULL;
 
 	if (first)
-		put(o, "%s", first);
+		tp_calls_put(o, "%s", first);
 	for (size_t i = 0; i < n; i++)
 		if (b[i].v && (v & b[i].v) == b[i].v) {
-			put(o, "%s%s", any ? "|" : "", b[i].name);
+			tp_calls_put(o, "%s%s", any ? "|" : "", b[i].name);
 			any = true;
 			v &= ~b[i].v;
 		}
 	if (v || !any)
-		put(o, any ? "|%#" PRIx64 : "%#" PRIx64, v);
+		tp_calls_put(o, any ? "|%#" PRIx64 : "%#" PRIx64, v);
 }
 
 static const struct sys_proto *proto_of(int nr)
@@ -144,25 +126,25 @@ static void put_arg(struct out *o, pid_t pid, char k, uint64_t v, uint64_t next,
 
 	switch (k) {
 	case 'd':
-		put(o, "%d", (int)v);
+		tp_calls_put(o, "%d", (int)v);
 		break;
 	case 'l':
-		put(o, "%" PRId64, (int64_t)v);
+		tp_calls_put(o, "%" PRId64, (int64_t)v);
 		break;
 	case 'u':
-		put(o, "%" PRIu64, v);
+		tp_calls_put(o, "%" PRIu64, v);
 		break;
 	case 'x':
-		put(o, "%#" PRIx64, v);
+		tp_calls_put(o, "%#" PRIx64, v);
 		break;
 	case 'p':
-		put(o, v ? "%#" PRIx64 : "NULL", v);
+		tp_calls_put(o, v ? "%#" PRIx64 : "NULL", v);
 		break;
 	case 's':
 	case 'b':
 	case 'B':
 		if (k == 'B' && (!at_exit || ret < 0)) {
-			put(o, v ? "%#" PRIx64 : "NULL", v);
+			tp_calls_put(o, v ? "%#" PRIx64 : "NULL", v);
 			break;
 		}
 		n = tp_proto_format_string(pid, v,
@@ -174,9 +156,9 @@ static void put_arg(struct out *o, pid_t pid, char k, uint64_t v, uint64_t next,
 		break;
 	case 'f':
 		if ((int)v == AT_FDCWD)
-			put(o, "AT_FDCWD");
+			tp_calls_put(o, "AT_FDCWD");
 		else
-			put(o, "%d", (int)v);
+			tp_calls_put(o, "%d", (int)v);
 		break;
 	case 'o':
 		put_bits(o, v & ~(uint64_t)O_ACCMODE, open_bits,
@@ -186,11 +168,11 @@ static void put_arg(struct out *o, pid_t pid, char k, uint64_t v, uint64_t next,
 						     : "O_RDONLY");
 		break;
 	case 'm':
-		put(o, "%#03" PRIo64, v);
+		tp_calls_put(o, "%#03" PRIo64, v);
 		break;
 	case 'P':
 		if (!v)
-			put(o, "PROT_NONE");
+			tp_calls_put(o, "PROT_NONE");
 		else
 			put_bits(o, v, prot_bits, sizeof(prot_bits) / sizeof(*prot_bits), NULL);
 		break;
@@ -203,11 +185,11 @@ static void put_arg(struct out *o, pid_t pid, char k, uint64_t v, uint64_t next,
 		break;
 	case 'S':
 		if (v > 0 && v < 32 && sigabbrev_np((int)v))
-			put(o, "SIG%s", sigabbrev_np((int)v));
+			tp_calls_put(o, "SIG%s", sigabbrev_np((int)v));
 		else if (v >= 32 && v <= 64)
-			put(o, "SIGRT_%d", (int)v - 32);
+			tp_calls_put(o, "SIGRT_%d", (int)v - 32);
 		else
-			put(o, "%d", (int)v);
+			tp_calls_put(o, "%d", (int)v);
 		break;
 	}
 }
@@ -220,14 +202,14 @@ static void put_call(struct out *o, struct thread *t, int64_t ret, bool at_exit)
 	const uint64_t *a = t->sys_args;
 
 	if (t->sys_nr >= 0 && t->sys_nr < nnames && syscall_names[t->sys_nr])
-		put(o, "SYS_%s(", syscall_names[t->sys_nr]);
+		tp_calls_put(o, "SYS_%s(", syscall_names[t->sys_nr]);
 	else
-		put(o, "SYS_%d(", t->sys_nr);
+		tp_calls_put(o, "SYS_%d(", t->sys_nr);
 	if (!p) {
-		put(o,
-		    "%#" PRIx64 ", %#" PRIx64 ", %#" PRIx64 ", %#" PRIx64 ", %#" PRIx64
-		    ", %#" PRIx64,
-		    a[0], a[1], a[2], a[3], a[4], a[5]);
+		tp_calls_put(o,
+			     "%#" PRIx64 ", %#" PRIx64 ", %#" PRIx64 ", %#" PRIx64 ", %#" PRIx64
+			     ", %#" PRIx64,
+			     a[0], a[1], a[2], a[3], a[4], a[5]);
 		return;
 	}
 	for (int i = 0; p->args[i] && i < 6; i++) {
@@ -235,7 +217,7 @@ static void put_call(struct out *o, struct thread *t, int64_t ret, bool at_exit)
 
 		if (k == 'm' && i && p->args[i - 1] == 'o' && !(a[i - 1] & (O_CREAT | __O_TMPFILE)))
 			break;
-		put(o, i ? ", " : "");
+		tp_calls_put(o, i ? ", " : "");
 		put_arg(o, t->pid, k, a[i], i < 5 ? a[i + 1] : 0, ret, at_exit);
 	}
 }
@@ -246,15 +228,15 @@ static void put_ret(struct out *o, const struct sys_proto *p, int64_t ret)
 		const char *name = strerrorname_np((int)-ret);
 
 		if (name)
-			put(o, " = -1 %s (%s)", name, strerror((int)-ret));
+			tp_calls_put(o, " = -1 %s (%s)", name, strerror((int)-ret));
 		else
-			put(o, " = -1 errno %d", (int)-ret);
+			tp_calls_put(o, " = -1 errno %d", (int)-ret);
 	} else if (p && p->ret == 'x') {
-		put(o, " = %#" PRIx64, (uint64_t)ret);
+		tp_calls_put(o, " = %#" PRIx64, (uint64_t)ret);
 	} else if (p && p->ret == 'm') {
-		put(o, " = %#03" PRIo64, (uint64_t)ret);
+		tp_calls_put(o, " = %#03" PRIo64, (uint64_t)ret);
 	} else {
-		put(o, " = %" PRId64, ret);
+		tp_calls_put(o, " = %" PRId64, ret);
 	}
 }
 
@@ -270,12 +252,12 @@ static void sys_line(struct session *s, struct thread *t, int64_t ret, bool done
 	if (done && p && strchr(p->args, 'B'))
 		put_call(&o, t, ret, true);
 	else
-		put(&o, "%s", t->sys_text);
-	put(&o, ")");
+		tp_calls_put(&o, "%s", t->sys_text);
+	tp_calls_put(&o, ")");
 	if (done)
 		put_ret(&o, proto_of(t->sys_nr), ret);
 	else
-		put(&o, " = ?");
+		tp_calls_put(&o, " = ?");
 	tp_calls_line_text(s, t, t->n, text);
 }
 
