@@ -25,7 +25,7 @@ import tempfile
 import time
 
 import tpe2e
-from tpe2e import readline, reap, text, wait_for  # noqa: E402
+from tpe2e import readline, reap, sigwork_expected, text, wait_for  # noqa: E402
 
 TRACEPAD = tpe2e.TRACEPAD
 PROG = tpe2e.target("sigwork")
@@ -36,17 +36,6 @@ tmp = tempfile.mkdtemp(prefix="tp-interrupt-")
 # Launched programs outlive tracepad: they become our children, so that their status is seen.
 PR_SET_CHILD_SUBREAPER = 36
 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def expected(rounds, threads):
-    s = 0
-    for k in range(threads):
-        for i in range(rounds):
-            n = i % 50 + k
-            s += n * (n + 1) // 2
-    return "rounds %d threads %d sum %d\n" % (rounds, threads, s)
-
-
 
 
 def read_rest(f, timeout):
@@ -60,10 +49,6 @@ def read_rest(f, timeout):
             break
         buf += b
     return buf.decode(errors="replace")
-
-
-
-
 
 
 def same_text(before, after):
@@ -90,8 +75,6 @@ def tracer_of(pid, tid):
             if line.startswith("TracerPid:"):
                 return int(line.split()[1])
     return -1
-
-
 
 
 def start_target(rounds, threads):
@@ -199,7 +182,7 @@ for kind in ("count -p", "calls -p", "markers record -p"):
                 what + ": the program runs on, untraced, its text unchanged",
                 "alive %r, changed %r" % (alive, changed))
         rest = read_rest(prog.stdout, 120)
-        c.eq((prog.wait(), rest), (0, expected(ROUNDS, threads)),
+        c.eq((prog.wait(), rest), (0, sigwork_expected(ROUNDS, threads)),
              what + ": the program ends by itself, with its own output and status")
 
 
@@ -222,7 +205,7 @@ for kind in ("count -p", "calls -p"):
             "rc %r\n%s" % (rc, err))
     c.check(prog.poll() is None and tracer(prog.pid) == 0, what + ": the program is untraced")
     rest = read_rest(prog.stdout, 60)
-    c.eq((prog.wait(), first + rest), (0, "ready %d\n" % prog.pid + expected(30, 2)),
+    c.eq((prog.wait(), first + rest), (0, "ready %d\n" % prog.pid + sigwork_expected(30, 2)),
          what + ": the program runs to its correct end")
 
 
@@ -269,7 +252,7 @@ for kind, args, delay, nthreads in LAUNCH:
         lines = (first + rest).splitlines(True)
         pid = int(lines[0].split()[1]) if lines and lines[0].startswith("ready ") else 0
         st = reap(pid, 180) if pid else None
-        c.eq((st, lines[1:]), (0, [expected(ROUNDS_L, threads)]),
+        c.eq((st, lines[1:]), (0, [sigwork_expected(ROUNDS_L, threads)]),
              what + ": the program ran to its own end, with its own output and status",
              "stdout %r" % (first + rest))
 
@@ -325,7 +308,7 @@ def stopped_case(kind, threads, duration, interrupt):
             "states %r, changed %r" % (st, changed))
     os.kill(prog.pid, signal.SIGCONT)
     rest = read_rest(prog.stdout, 120)
-    c.eq((prog.wait(), rest), (0, expected(30, threads)),
+    c.eq((prog.wait(), rest), (0, sigwork_expected(30, threads)),
          what + ": after SIGCONT, it runs to its correct end")
 
 

@@ -25,7 +25,7 @@ import time
 import shutil
 
 import tpe2e
-from tpe2e import readline, reap, text, wait_for  # noqa: E402
+from tpe2e import readline, reap, sigwork_expected, text, wait_for  # noqa: E402
 
 TRACEPAD = tpe2e.TRACEPAD
 PROG = tpe2e.target("kill9")
@@ -38,14 +38,6 @@ rnd = random.Random(9)
 # status is seen.
 PR_SET_CHILD_SUBREAPER = 36
 ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-
-
-
-
-
-
 
 
 def changed_text(before, pid):
@@ -211,15 +203,6 @@ def maps_inode(pid, inodes):
             return any(len(l.split()) > 4 and int(l.split()[4]) in inodes for l in f)
     except OSError:
         return False
-
-
-def sigwork_expected(rounds, threads):
-    s = 0
-    for k in range(threads):
-        for i in range(rounds):
-            n = i % 50 + k
-            s += n * (n + 1) // 2
-    return "rounds %d threads %d sum %d\n" % (rounds, threads, s)
 
 
 SW_ROUNDS, SW_CYCLES = 1000, 3

@@ -211,3 +211,13 @@ def text(pid):
                 data = None
             out[(lo, hi, f[5] if len(f) > 5 else "")] = data
     return out
+
+
+def sigwork_expected(rounds, threads):
+    """The line targets/sigwork prints at its end for @rounds rounds of @threads threads."""
+    s = 0
+    for k in range(threads):
+        for i in range(rounds):
+            n = i % 50 + k
+            s += n * (n + 1) // 2
+    return "rounds %d threads %d sum %d\n" % (rounds, threads, s)
