@@ -14,8 +14,11 @@
 #include "rt/raw.h"
 #include "rt/rt.h"
 
-/* The program's handlers, by signal: what the kernel would call without the runtime. */
+/* The program's handlers, by signal: what the kernel would call without the runtime; and
+ * whether it asked for SA_SIGINFO.  The trampoline always has it: without it the kernel
+ * leaves the frame's siginfo uninitialised, and a deferred signal is sent again with it. */
 static uint64_t handlers[65];
+static uint8_t with_info[65];
 
 uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 {
@@ -138,25 +141,33 @@ long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksiga
 {
 	struct tp_ksigaction k;
 	uint64_t prev;
+	uint8_t prev_info;
 	long ret;
 
 	if (sig <= 0 || sig >= 65)
 		return tp_raw4(SYS_rt_sigaction, sig, act, oact, size);
 	prev = handlers[sig];
+	prev_info = with_info[sig];
 	if (act) {
 		k = *act;
 		if ((uint64_t)(uintptr_t)k.handler > 1) {
 			handlers[sig] = (uint64_t)(uintptr_t)k.handler;
+			with_info[sig] = !!(k.flags & SA_SIGINFO);
 			k.handler = (void *)&tp_dbt_rt_sigtramp;
+			k.flags |= SA_SIGINFO;
 		}
 	}
 	ret = tp_raw4(SYS_rt_sigaction, sig, act ? &k : NULL, oact, size);
 	if (ret) {
 		handlers[sig] = prev;
+		with_info[sig] = prev_info;
 		return ret;
 	}
-	if (oact && oact->handler == (void *)&tp_dbt_rt_sigtramp)
+	if (oact && oact->handler == (void *)&tp_dbt_rt_sigtramp) {
 		oact->handler = (void *)(uintptr_t)prev;
+		if (!prev_info)
+			oact->flags &= ~(unsigned long)SA_SIGINFO;
+	}
 	return 0;
 }
 
