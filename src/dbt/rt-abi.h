@@ -34,6 +34,7 @@
 #define TP_DBT_T_SELF 96   /* the block's own address */
 #define TP_DBT_T_MISS 104  /* entry: an inline lookup missed, rax = program target */
 #define TP_DBT_T_STACK 112 /* top of the thread's runtime stack, where its C code runs */
+#define TP_DBT_T_FRAME 120 /* the program's registers as the last entry into C pushed them */
 #define TP_DBT_T_STACK_SIZE 0x10000ull
 #define TP_DBT_T_SIZE 128
 

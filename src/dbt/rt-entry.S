@@ -69,6 +69,7 @@ tp_dbt_rt_enter:
 	push %r14
 	push %r15
 	mov %rsp, %rbx
+	mov %rbx, %gs:TP_DBT_T_FRAME
 	mov %gs:TP_DBT_T_STACK, %rcx
 	mov %rcx, %rdx
 	sub %rsp, %rdx
@@ -167,17 +168,38 @@ tp_dbt_rt_ibl:
 	.hidden tp_dbt_rt_sigtramp
 	.type tp_dbt_rt_sigtramp, @function
 tp_dbt_rt_sigtramp:
-	push %rdi
-	push %rsi
-	push %rdx
-	sub $16, %rsp
+	/* every signal is blocked; the kernel's frame is on the runtime's alternate stack and
+	 * C may move it (struct tp_dbt_sigio: frame, siginfo, ucontext, signal, mask) */
+	sub $40, %rsp
+	lea 40(%rsp), %rax
+	mov %rax, 0(%rsp)
+	mov %rsi, 8(%rsp)
+	mov %rdx, 16(%rsp)
+	mov %rdi, 24(%rsp)
+	mov %rsp, %rsi
 	call tp_dbt_sig_enter
-	add $16, %rsp
-	pop %rdx
-	pop %rsi
-	pop %rdi
+	mov 24(%rsp), %r13
+	mov 8(%rsp), %r14
+	mov 16(%rsp), %r15
+	lea 32(%rsp), %r12
+	mov 0(%rsp), %rsp
 	test %rax, %rax
 	jz 1f
+	/* the handler's mask, from the program's stack (the handler's registers are free) */
+	mov %rax, %rbx
+	mov $14, %eax		/* rt_sigprocmask(SIG_SETMASK, mask, NULL, 8) */
+	mov $2, %edi
+	mov %r12, %rsi
+	xor %edx, %edx
+	mov $8, %r10d
+	syscall
+	.globl tp_dbt_rt_sigtramp_go
+	.hidden tp_dbt_rt_sigtramp_go
+tp_dbt_rt_sigtramp_go:
+	mov %r13, %rdi
+	mov %r14, %rsi
+	mov %r15, %rdx
+	mov %rbx, %rax
 	movq $0, %gs:TP_DBT_T_RAX
 	jmp *%gs:TP_DBT_T_IBL
 	/* deferred (it came while the runtime's C code ran): back at once, redelivered later */
@@ -185,14 +207,19 @@ tp_dbt_rt_sigtramp:
 	mov $15, %eax
 	syscall
 	ud2
+	.globl tp_dbt_rt_sigtramp_end
+	.hidden tp_dbt_rt_sigtramp_end
+tp_dbt_rt_sigtramp_end:
 	.size tp_dbt_rt_sigtramp, .-tp_dbt_rt_sigtramp
 
-/* void tp_dbt_rt_sigreturn(uint64_t rsp): the kernel's rt_sigreturn with the frame at rsp. */
+/* void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame): the kernel's rt_sigreturn with
+ * the frame at rsp; gs:FRAME is set once off the runtime's stack (rt-signal.c). */
 	.globl tp_dbt_rt_sigreturn
 	.hidden tp_dbt_rt_sigreturn
 	.type tp_dbt_rt_sigreturn, @function
 tp_dbt_rt_sigreturn:
 	mov %rdi, %rsp
+	mov %rsi, %gs:TP_DBT_T_FRAME
 	mov $15, %eax
 	syscall
 	ud2

@@ -138,6 +138,7 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 					.rsp = sp};
 	nt->entry = back + SYSCALL_LEN;
 	nt->forked = !(flags & CLONE_VM);
+	nt->prog_ss = t->prog_ss;
 	if (nt->forked) {
 		nt->sync = fork_sync_new();
 		note(TP_AGENT_ST_FORKED);
@@ -247,6 +248,10 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		return refuse(back, f,
 			      tp_dbt_sigaction((long)f->rdi, (const void *)(uintptr_t)f->rsi,
 					       (void *)(uintptr_t)f->rdx, (long)f->r10));
+	case SYS_sigaltstack:
+		return refuse(
+		    back, f,
+		    tp_dbt_sigaltstack(t, f->rdi, f->rsi, (uint64_t)(uintptr_t)(f + 1) + 128));
 	case SYS_rt_sigreturn:
 		/* the frame is at the program's stack pointer; this does not return */
 		return tp_dbt_sig_return((uint64_t)(uintptr_t)(f + 1) + 128);

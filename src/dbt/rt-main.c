@@ -234,13 +234,14 @@ void tp_dbt_flush_all(void)
 #define THREAD_STACK TP_DBT_T_STACK_SIZE
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
+#define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
 
 struct tp_dbt_thread *tp_dbt_thread_new(void)
 {
 	/* the stack first, so that overflowing it faults below the mapping */
 	long at =
-	    tp_raw6(SYS_mmap, 0, THREAD_STACK + THREAD_BLOCK + THREAD_TABLE, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	    tp_raw6(SYS_mmap, 0, THREAD_STACK + THREAD_BLOCK + THREAD_TABLE + THREAD_ALT,
+		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	struct tp_dbt_thread *t;
 
 	if (tp_raw_failed(at))
@@ -253,6 +254,8 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 	t->miss = (uint64_t)(uintptr_t)&tp_dbt_rt_miss;
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
 	t->table = (uint64_t)(uintptr_t)at + THREAD_STACK + THREAD_BLOCK;
+	t->alt = t->table + THREAD_TABLE + 4096;
+	tp_raw3(SYS_mprotect, t->alt - 4096, 4096, PROT_NONE);
 	t->link = tp_dbt.threads;
 	__atomic_store_n(&tp_dbt.threads, t, __ATOMIC_RELEASE);
 	return t;
@@ -262,6 +265,8 @@ void tp_dbt_thread_start(struct tp_dbt_thread *t)
 {
 	tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t);
 	t->tid = (int32_t)tp_dbt_gettid();
+	/* a thread starts without an alternate stack, a process keeps its parent's */
+	tp_dbt_sig_thread(t, t->forked ? &t->prog_ss : NULL);
 	if (t->forked) {
 		/* the parent held the lock as it cloned: this process's copy is free */
 		tp_dbt_fork_sync_done(t->sync);
@@ -324,6 +329,7 @@ TP_DBT_EXPORT __attribute__((noreturn)) void tp_dbt_rt_main(struct tp_dbt_boot *
 	}
 	tp_dbt.main = t;
 	t->tid = b->pid;
+	tp_dbt_sig_thread(t, NULL);
 	t->fs = b->regs.fs_base;
 	tp_dbt_slot(t);
 	if (tp_dbt.ctl)

@@ -22,14 +22,15 @@ struct tp_dbt_frame {
 struct tp_dbt_saved {
 	uint64_t uc, rax, rcx0, rdx, next, arg, count, ibl_rcx, ibl_rdx;
 	uint64_t cache_pc, prog_pc; /* the interrupted pc, and what the handler was shown */
+	uint64_t frame, stack;	    /* the thread's entry frame and runtime stack top */
 };
 #define TP_DBT_SAVES 32
 
-/* The per-thread block behind %gs: the fixed part of rt-abi.h, then the runtime's own. */
+/* The per-thread block behind %gs: the fixed part of rt-abi.h (TP_DBT_T_SIZE bytes), then
+ * the runtime's own. */
 struct tp_dbt_thread {
 	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
-	uint64_t miss, stack;
-	uint64_t pad[TP_DBT_T_SIZE / 8 - 15];
+	uint64_t miss, stack, frame;
 	uint64_t flushed;     /* part of count already added to the control block */
 	uint64_t vfork_count; /* count when a vfork child started sharing this block */
 	int vfork_pending;
@@ -50,6 +51,11 @@ struct tp_dbt_thread {
 	uint32_t *sync; /* and then tells its parent through this word */
 	uint64_t entry; /* where a new thread enters the cache, with these registers */
 	struct tp_dbt_regs regs;
+	/* The kernel's alternate signal stack is the runtime's (rt-signal.c): every frame is
+	 * delivered there and moved to where the program expects it; the program's own
+	 * sigaltstack is kept here. */
+	uint64_t alt;
+	stack_t prog_ss;
 };
 
 /* The process-wide state of the runtime. */
@@ -112,7 +118,12 @@ void tp_dbt_map_commit(uint64_t chunk, uint64_t cache, size_t len, uint64_t pc) 
 uint64_t tp_dbt_map_program_pc(uint64_t cache_pc) TP_DBT_HIDDEN;
 
 /* rt-signal.c */
+#define TP_DBT_ALT_SIZE 0x10000ull
 struct tp_ksigaction;
+/* The thread's alternate stack to the kernel; the program's starts as @ss (NULL: none). */
+void tp_dbt_sig_thread(struct tp_dbt_thread *t, const stack_t *ss) TP_DBT_HIDDEN;
+/* sigaltstack(@ss, @old) on the program's behalf, its stack pointer being @sp. */
+long tp_dbt_sigaltstack(struct tp_dbt_thread *t, uint64_t ss, uint64_t old, uint64_t sp) TP_DBT_HIDDEN;
 long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
 		      long size) TP_DBT_HIDDEN;
 uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;
@@ -134,7 +145,8 @@ void tp_dbt_rt_ibl(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_miss(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
-__attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp) TP_DBT_HIDDEN;
+extern const char tp_dbt_rt_sigtramp_go[], tp_dbt_rt_sigtramp_end[] TP_DBT_HIDDEN;
+__attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame) TP_DBT_HIDDEN;
 
 static inline struct tp_dbt_thread *tp_dbt_self(void)
 {

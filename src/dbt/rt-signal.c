@@ -18,11 +18,134 @@
  * whether it asked for SA_SIGINFO.  The trampoline always has it: without it the kernel
  * leaves the frame's siginfo uninitialised, and a deferred signal is sent again with it. */
 static uint64_t handlers[65];
-static uint8_t with_info[65];
+static uint8_t with_info[65], onstack[65];
+/* The kernel enters the trampoline with every signal blocked, so that no second signal is
+ * delivered on top of a frame not moved yet; it then sets the mask the program's handler
+ * would have had: the program's sa_mask, and the signal itself unless SA_NODEFER. */
+static uint64_t masks[65];
+static uint8_t nodefer[65];
 
-uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
+/* The kernel's flag and minimum (glibc's MINSIGSTKSZ is a sysconf() call). */
+#ifndef SS_AUTODISARM
+#define SS_AUTODISARM (1u << 31)
+#endif
+#define KERNEL_MINSIGSTKSZ 2048u
+
+/* What the trampoline passes and gets back (rt-entry.S): the frame's address (its return
+ * address, then the ucontext), the handler's siginfo and ucontext arguments. */
+struct tp_dbt_sigio {
+	uint64_t frame, si, uc, sig, mask;
+};
+
+static int on_stack(const stack_t *ss, uint64_t sp)
+{
+	uint64_t base = (uint64_t)(uintptr_t)ss->ss_sp;
+
+	return !(ss->ss_flags & SS_DISABLE) && ss->ss_size && sp > base && sp - base <= ss->ss_size;
+}
+
+/* The program's alternate stack as the kernel would describe it at @sp. */
+static stack_t prog_stack(const struct tp_dbt_thread *t, uint64_t sp)
+{
+	stack_t ss = t->prog_ss;
+
+	if (!ss.ss_size || (ss.ss_flags & SS_DISABLE))
+		ss.ss_flags = SS_DISABLE | (ss.ss_flags & (int)SS_AUTODISARM);
+	else
+		ss.ss_flags = (on_stack(&t->prog_ss, sp) ? SS_ONSTACK : 0) |
+			      (ss.ss_flags & (int)SS_AUTODISARM);
+	return ss;
+}
+
+void tp_dbt_sig_thread(struct tp_dbt_thread *t, const stack_t *ss)
+{
+	stack_t k = {.ss_sp = (void *)(uintptr_t)t->alt, .ss_flags = 0, .ss_size = TP_DBT_ALT_SIZE};
+
+	tp_raw2(SYS_sigaltstack, &k, NULL);
+	if (ss)
+		t->prog_ss = *ss;
+	else
+		t->prog_ss = (stack_t){.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+}
+
+long tp_dbt_sigaltstack(struct tp_dbt_thread *t, uint64_t uss, uint64_t uold, uint64_t sp)
+{
+	stack_t old = prog_stack(t, sp), ss;
+	int mode;
+
+	if (uss) {
+		if (tp_rt_mem_read(uss, &ss, sizeof(ss)))
+			return -EFAULT;
+		if (on_stack(&t->prog_ss, sp))
+			return -EPERM;
+		mode = ss.ss_flags & ~(int)SS_AUTODISARM;
+		if (mode != SS_DISABLE && mode != SS_ONSTACK && mode != 0)
+			return -EINVAL;
+		if (mode == SS_DISABLE) {
+			ss.ss_sp = NULL;
+			ss.ss_size = 0;
+		} else if (ss.ss_size < KERNEL_MINSIGSTKSZ) {
+			return -ENOMEM;
+		}
+		t->prog_ss = ss;
+	}
+	if (uold && tp_rt_mem_write(uold, &old, sizeof(old)))
+		return -EFAULT;
+	return 0;
+}
+
+/* The kernel put the frame on the runtime's alternate stack: move it where it would have
+ * put it natively, the program's alternate stack or below the interrupted stack pointer's
+ * red zone.  A frame delivered while the runtime's stack was already in use stays. */
+static int move_frame(struct tp_dbt_thread *t, int sig, struct tp_dbt_sigio *io)
+{
+	uint64_t top = t->alt + TP_DBT_ALT_SIZE, sp, dest, shift, len;
+	ucontext_t *uc = (ucontext_t *)(uintptr_t)io->uc;
+	stack_t ss;
+	int in_rt;
+
+	sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
+	if (io->frame < t->alt || io->frame >= top || (sp > t->alt && sp <= top))
+		return 0;
+	/* In the runtime's C code (a deferred signal sent again as it returns), the program is
+	 * where it entered: the handler runs as it would have there, below the registers the
+	 * entry pushed, and the handler's own entries into C run below the live ones. */
+	in_rt = sp <= t->self && t->self - sp <= TP_DBT_T_STACK_SIZE; /* the stack ends at t */
+	if (in_rt) {
+		t->stack = (sp - 128) & ~63ull;
+		sp = t->frame + 256;
+	}
+	ss = prog_stack(t, sp);
+	if (onstack[sig] && !ss.ss_flags)
+		dest = (uint64_t)(uintptr_t)ss.ss_sp + ss.ss_size;
+	else
+		dest = in_rt ? t->frame : sp - 128;
+	dest &= ~63ull; /* the kernel's alignment of the fpu state is kept */
+	shift = dest - top;
+	len = top - io->frame;
+	/* a native frame below the stack's lowest page grows it: a plain store does too */
+	if (tp_rt_mem_write(io->frame + shift, (const void *)(uintptr_t)io->frame, len))
+		memcpy((void *)(uintptr_t)(io->frame + shift), (const void *)(uintptr_t)io->frame,
+		       len);
+	io->frame += shift;
+	io->si += shift;
+	io->uc += shift;
+	uc = (ucontext_t *)(uintptr_t)io->uc;
+	if (uc->uc_mcontext.fpregs)
+		uc->uc_mcontext.fpregs =
+		    (fpregset_t)((uint64_t)(uintptr_t)uc->uc_mcontext.fpregs + shift);
+	uc->uc_stack = ss;
+	if (onstack[sig] && !ss.ss_flags && (t->prog_ss.ss_flags & (int)SS_AUTODISARM))
+		t->prog_ss = (stack_t){.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
+	return 0;
+}
+
+uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
+	siginfo_t *si = (siginfo_t *)(uintptr_t)io->si;
+	uint64_t frame, stack;
+	ucontext_t *uc;
 	int n;
 
 	if (__atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST)) {
@@ -33,10 +156,20 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		}
 		return 0;
 	}
+	frame = t->frame;
+	stack = t->stack;
+	if (sig > 0 && sig < 65)
+		move_frame(t, sig, io);
+	uc = (ucontext_t *)(uintptr_t)io->uc;
+	memcpy(&io->mask, &uc->uc_sigmask, 8);
+	if (sig > 0 && sig < 65)
+		io->mask |= masks[sig] | (nodefer[sig] ? 0 : tp_sigbit(sig));
 	n = __atomic_fetch_add(&t->nsave, 1, __ATOMIC_SEQ_CST);
 	if (n < TP_DBT_SAVES) {
 		struct tp_dbt_saved *s = &t->save[n];
 
+		s->frame = frame;
+		s->stack = stack;
 		s->uc = (uint64_t)(uintptr_t)uc;
 		s->rax = t->rax;
 		s->rcx0 = t->rcx0;
@@ -48,6 +181,14 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		s->ibl_rdx = t->ibl_rdx;
 		s->cache_pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 		s->prog_pc = tp_dbt_map_program_pc(s->cache_pc);
+		/* on its way into a handler (the trampoline unblocked signals): natively, the
+		 * handler's first instruction */
+		if (s->cache_pc >= (uint64_t)(uintptr_t)&tp_dbt_rt_sigtramp_go &&
+		    s->cache_pc < (uint64_t)(uintptr_t)&tp_dbt_rt_sigtramp_end) {
+			uint64_t outer = (uint64_t)uc->uc_mcontext.gregs[REG_R13];
+
+			s->prog_pc = outer > 0 && outer < 65 ? handlers[outer] : 0;
+		}
 		if (s->prog_pc) {
 			/* right after a syscall, rcx holds the pc after it, as rip does */
 			if ((uint64_t)uc->uc_mcontext.gregs[REG_RCX] == s->cache_pc)
@@ -101,10 +242,13 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 	ucontext_t *uc = (ucontext_t *)(uintptr_t)rsp;
 	greg_t *rip = &uc->uc_mcontext.gregs[REG_RIP];
 	struct tp_dbt_saved *s = NULL;
+	uint64_t frame = t->frame;
 
 	/* frames of handlers that longjmp'd out are dropped on the way */
 	while (t->nsave > 0) {
 		s = &t->save[--t->nsave];
+		frame = s->frame;
+		t->stack = s->stack;
 		if (s->uc == rsp)
 			break;
 		s = NULL;
@@ -119,6 +263,17 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		if (to)
 			*rip = (greg_t)to;
 	}
+	/* the kernel restores its alternate stack from the frame: the runtime's, always; the
+	 * program's is what the handler left there (the kernel's rules: not while on it) */
+	if (uc->uc_stack.ss_sp != (void *)(uintptr_t)t->alt && !on_stack(&t->prog_ss, rsp)) {
+		stack_t ss = uc->uc_stack;
+
+		ss.ss_flags &= ~SS_ONSTACK;
+		if ((ss.ss_flags & SS_DISABLE) || ss.ss_size >= KERNEL_MINSIGSTKSZ)
+			t->prog_ss = ss;
+	}
+	uc->uc_stack = (stack_t){
+	    .ss_sp = (void *)(uintptr_t)t->alt, .ss_flags = 0, .ss_size = TP_DBT_ALT_SIZE};
 	if (s) {
 		t->rax = s->rax;
 		t->rcx0 = s->rcx0;
@@ -130,7 +285,9 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		count_fix(uc, t->count - s->count);
 	}
 	tp_dbt_c_leave(t);
-	tp_dbt_rt_sigreturn(rsp);
+	/* the entry frame of C code this handler interrupted, once off the runtime's stack: a
+	 * signal sent again by tp_dbt_c_leave() runs below this call's own */
+	tp_dbt_rt_sigreturn(rsp, frame);
 	return 0;
 }
 
@@ -141,32 +298,46 @@ long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksiga
 {
 	struct tp_ksigaction k;
 	uint64_t prev;
-	uint8_t prev_info;
+	uint8_t prev_info, prev_onstack, prev_nodefer;
+	uint64_t prev_mask;
 	long ret;
 
 	if (sig <= 0 || sig >= 65)
 		return tp_raw4(SYS_rt_sigaction, sig, act, oact, size);
 	prev = handlers[sig];
 	prev_info = with_info[sig];
+	prev_onstack = onstack[sig];
+	prev_mask = masks[sig];
+	prev_nodefer = nodefer[sig];
 	if (act) {
 		k = *act;
 		if ((uint64_t)(uintptr_t)k.handler > 1) {
 			handlers[sig] = (uint64_t)(uintptr_t)k.handler;
 			with_info[sig] = !!(k.flags & SA_SIGINFO);
+			onstack[sig] = !!(k.flags & SA_ONSTACK);
+			masks[sig] = k.mask;
+			nodefer[sig] = !!(k.flags & SA_NODEFER);
 			k.handler = (void *)&tp_dbt_rt_sigtramp;
-			k.flags |= SA_SIGINFO;
+			k.flags |= SA_SIGINFO | SA_ONSTACK;
+			k.mask = ~0ull;
 		}
 	}
 	ret = tp_raw4(SYS_rt_sigaction, sig, act ? &k : NULL, oact, size);
 	if (ret) {
 		handlers[sig] = prev;
 		with_info[sig] = prev_info;
+		onstack[sig] = prev_onstack;
+		masks[sig] = prev_mask;
+		nodefer[sig] = prev_nodefer;
 		return ret;
 	}
 	if (oact && oact->handler == (void *)&tp_dbt_rt_sigtramp) {
 		oact->handler = (void *)(uintptr_t)prev;
 		if (!prev_info)
 			oact->flags &= ~(unsigned long)SA_SIGINFO;
+		if (!prev_onstack)
+			oact->flags &= ~(unsigned long)SA_ONSTACK;
+		oact->mask = prev_mask;
 	}
 	return 0;
 }

@@ -194,6 +194,15 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
         c.eq(r.out, "rax 3\nsegv at +0, usr1 at +0, rcx +0, tgkill 0\n",
              "sigpc: handlers read the program's pc")
 
+# Signals on an alternate stack, nested and delivered together (CPython's signal tests
+# send them so): each handler runs on the stack its flags ask for, none is lost.
+nat = native([target("sigstack"), "300"])
+r = count([target("sigstack"), "300"], engine="dbt")
+rep = c.report(r, "sigstack", "dbt")
+c.same_as_native(r, nat, "sigstack")
+c.eq(r.out, "1500 signals, 1200 on the alternate stack, 300 off it, all as promised\n",
+     "sigstack: handlers on the stacks they asked for, no signal lost")
+
 # Bad cases: a program that sets %gs (which the runtime owns) has the call refused and is
 # told so; bytes the decoder does not know stop the run cleanly.  Both are reported.
 BAD = {
