@@ -488,6 +488,13 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	uint64_t deadline = 0;
 
 	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
+	if (s.sel && o->ncallers) {
+		s.csel = tp_select_new(o->callers, o->ncallers, err, sizeof(err));
+		if (!s.csel) {
+			tp_select_free(s.sel);
+			s.sel = NULL;
+		}
+	}
 	if (!s.sel) {
 		tp_err("%s", err);
 		return 2;
@@ -601,6 +608,8 @@ out:
 	tp_calls_lines_flush(&s);
 	if (s.started)
 		tp_select_warn_unmatched(s.sel);
+	if (s.started && s.csel)
+		tp_select_warn_unmatched(s.csel);
 	if (o->summary && s.started)
 		print_summary(&s);
 	tp_plugins_free(s.plugins);
@@ -628,5 +637,6 @@ out:
 	tp_symtab_free(s.symtab);
 	tp_protos_free(s.protos);
 	tp_select_free(s.sel);
+	tp_select_free(s.csel);
 	return ret;
 }

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""C++ names (calls-cxx: a namespace, overloads, two instances of a template, a class's
+methods): shown demangled by default and as symbols with --demangle=no, selected by -e with
+their source names or their symbols; -C (uftrace's caller filter) keeps only the calls of
+the function and of its callers on the way there.  Also -e OBJECT by soname and unversioned
+names (libtpcallsv.so.1.2.3).  Counts and values are checked against the program's own
+output."""
+import re
+
+from tpcalls import calls, check, done, one_line_error, run, target
+
+cxx, soname = target("calls-cxx"), target("calls-soname")
+N = 4
+# A line whose FUNCTION has parentheses and spaces: ARGS are the last (...) before " = ".
+CXX = re.compile(r"^\[(\d+)\] ( *)([^\s:]+):(.+)\(([^()]*)\) = (\S+)$")
+WARN = re.compile(r"^tracepad calls: warning: pattern '(.*)' matched no function$")
+GET0, GET1 = "ns::Widget::get() const", "ns::Widget::get(int) const"
+SET, MID, OUT = "ns::Widget::set(int)", "ns::middle(ns::Widget const&, int)", \
+    "ns::outer(ns::Widget const&, int)"
+TW_I, TW_L = "int ns::twice<int>(int)", "long ns::twice<long>(long)"
+SUM_L, SUM_D = "ns::sum(int, long)", "ns::sum(double, double)"
+
+
+def lines(r):
+    """(depth, object, function, args, ret) of each call line."""
+    out = []
+    for ln in r.lines:
+        m = CXX.match(ln)
+        if m:
+            out.append((len(m.group(2)) // 2, m.group(3), m.group(4), m.group(5), m.group(6)))
+    return out
+
+
+def of(ls, fn):
+    return [x for x in ls if x[2] == fn]
+
+
+def warned(r):
+    return [m.group(1) for m in map(WARN.match, r.err.splitlines()) if m]
+
+
+nat = run([cxx, str(N)])
+want = {k: [int(v) for v in re.findall(r"^%s \d+ = (-?\d+)$" % re.escape(k), nat.out, re.M)]
+        for k in ("get", "get(k)", "twice<int>", "twice<long>", "sum", "outer")}
+check(nat.rc == 0 and all(len(v) == N for v in want.values()), "native run", nat)
+
+# Default selection: every function of the program, named as the source does.
+r = calls([], [cxx, str(N)])
+ls = [x for x in lines(r) if x[1] == "calls-cxx"]
+check(r.rc == 0 and r.out == nat.out, "traced: output and exit status unchanged", r)
+counts = {fn: len(of(ls, fn)) for fn in (GET0, GET1, SET, MID, OUT, TW_I, TW_L, SUM_L, SUM_D)}
+check(counts == {GET0: N, GET1: 2 * N, SET: N, MID: N, OUT: N, TW_I: 2 * N, TW_L: N,
+                 SUM_L: 2 * N, SUM_D: N},
+      "default: each C++ function demangled, as many calls as the program makes", counts)
+check(not [x for x in ls if x[2].startswith("_Z")], "default: no mangled name left",
+      [x for x in ls if x[2].startswith("_Z")][:5])
+check([int(x[4]) for x in of(ls, GET0)] == want["get"],
+      "ns::Widget::get() const returns what the program printed", of(ls, GET0))
+check([int(x[4]) for x in of(ls, OUT)] == want["outer"],
+      "ns::outer returns what the program printed", of(ls, OUT))
+check([int(x[4]) for x in of(ls, TW_L)] == want["twice<long>"],
+      "long ns::twice<long>(long) returns what the program printed", of(ls, TW_L))
+
+# -e by source name, with OBJECT: the two overloads of the method, nothing else.
+for pat in ("calls-cxx:ns::Widget::get*", "ns::Widget::get*@calls-cxx",
+            "calls-cxx:_ZNK2ns6Widget3getE*"):
+    r = calls(["-e", pat], [cxx, str(N)])
+    ls = lines(r)
+    check(r.rc == 0 and r.out == nat.out and len(of(ls, GET0)) == N
+          and len(of(ls, GET1)) == 2 * N and len(ls) == 3 * N and not warned(r),
+          "-e %r: the %d calls of get() const and %d of get(int) const only" % (pat, N, 2 * N),
+          r)
+r = calls(["-e", "calls-cxx:ns::Widget::get(int)*"], [cxx, str(N)])
+ls = lines(r)
+# Each round calls it directly, then through outer and middle, with the same values.
+gk = [int(x[4]) for x in of(ls, GET1)]
+check(len(of(ls, GET1)) == len(ls) == 2 * N and gk[0::2] == gk[1::2] == want["get(k)"],
+      "-e ns::Widget::get(int)*: one overload, its values as printed", r)
+r = calls(["-e", "*ns::twice<*"], [cxx, str(N)])
+ls = lines(r)
+check(len(of(ls, TW_I)) == 2 * N and len(of(ls, TW_L)) == N and len(ls) == 3 * N,
+      "-e '*ns::twice<*': both instances of the template (the return type comes first)", r)
+r = calls(["-e", "calls-cxx:ns::Widget::gett*"], [cxx, str(N)])
+check(r.rc == 0 and not lines(r) and warned(r) == ["calls-cxx:ns::Widget::gett*"],
+      "a misspelt C++ pattern: no call, a warning naming it", r)
+
+# --demangle=no: the symbols, the same calls.
+r = calls(["--demangle=no", "-e", "calls-cxx:ns::Widget::get*"], [cxx, str(N)])
+ls = lines(r)
+check(len(of(ls, "_ZNK2ns6Widget3getEv")) == N and len(of(ls, "_ZNK2ns6Widget3getEi")) == 2 * N
+      and len(ls) == 3 * N, "--demangle=no: the same calls under their symbols", r)
+r = calls(["--demangle=maybe"], [cxx, str(N)])
+check(one_line_error(r), "--demangle=maybe refused in one line", r)
+
+# -C: get(int) and the calls in flight when it is called (main -> outer -> middle), not
+# middle's other callee (twice), outer's (sum), nor the calls around them.
+r = calls(["-C", "ns::Widget::get(int)*"], [cxx, str(N)])
+ls = [x for x in lines(r) if x[1] == "calls-cxx"]
+counts = {}
+for x in ls:
+    counts[x[2]] = counts.get(x[2], 0) + 1
+check(r.rc == 0 and r.out == nat.out and counts == {GET1: 2 * N, MID: N, OUT: N, "main": 1},
+      "-C get(int): its %d calls, ns::middle, ns::outer and main once, nothing else" %
+      (2 * N), counts)
+depth = {fn: {x[0] for x in of(ls, fn)} for fn in (MID, OUT, "main")}
+check(len(depth["main"]) == 1 and depth[OUT] == {min(depth["main"]) + 1}
+      and depth[MID] == {min(depth["main"]) + 2}
+      and {x[0] for x in of(ls, GET1)} == {min(depth["main"]) + 1, min(depth["main"]) + 3},
+      "-C: the callers at their nesting depths", depth)
+r = calls(["-C", "ns::middle*"], [cxx, str(N)])
+ls = [x for x in lines(r) if x[1] == "calls-cxx"]
+check(sorted({x[2] for x in ls}) == sorted([MID, OUT, "main"]) and len(of(ls, MID)) == N
+      and [int(x[4]) for x in of(ls, OUT)] == want["outer"],
+      "-C ns::middle*: middle, outer and main only (middle's callees hidden)", r)
+r = calls(["-C", "ns::nothing"], [cxx, str(N)])
+check(r.rc == 0 and not [x for x in lines(r) if x[1] == "calls-cxx"]
+      and warned(r) == ["ns::nothing"], "-C of a missing function: no line, a warning", r)
+for bad in (["-C", "main", "-c"], ["-C", "main", "--entry"]):
+    r = calls(bad, [cxx, "1"])
+    check(one_line_error(r), "%s refused in one line" % " ".join(bad), r)
+
+# -e OBJECT:FUNCTION by soname and unversioned names of libtpcallsv.so.1.2.3.
+for obj in ("libtpcallsv", "libtpcallsv.so", "libtpcallsv.so.1", "libtpcallsv.so.1.2",
+            "libtpcallsv.so.1.2.3", "libtpcallsv.so.[0-9]"):
+    for pat in (obj + ":tpc_add", "tpc_add@" + obj):
+        r = calls(["-e", pat], [soname, "50"])
+        cs = r.calls
+        check(r.rc == 0 and len(cs) == 50 and all(c.function == "tpc_add" and
+                                                    c.object == "libtpcallsv.so.1.2.3"
+                                                    for c in cs)
+              and [c.args for c in cs[:2]] == [[0, 1], [1, 2]] and not warned(r),
+              "-e %r: the 50 calls of tpc_add in libtpcallsv.so.1.2.3" % pat, r)
+for pat in ("libtpcallsv.so.2:tpc_add", "libtpcallsv.so.1.2.3.4:tpc_add", "libtpcallsv.s:*"):
+    r = calls(["-e", pat], [soname, "50"])
+    check(r.rc == 0 and not r.calls and warned(r) == [pat],
+          "-e %r: no call, a warning naming it" % pat, r)
+done()
