@@ -141,18 +141,22 @@ int tp_calls_symbolize(struct session *s, int pid, uint64_t pc, bool ret, char *
 {
 	struct tp_symtab *st = symtab_of(s, pid);
 	struct tp_symloc loc;
+	char *dn;
 	int n;
 
 	if (!st || tp_symtab_lookup(st, pc - ret, true, &loc))
 		return snprintf(buf, len, "0x%" PRIx64, pc);
 	loc.offset += ret;
+	/* Frames named as the calls are (--demangle). */
+	dn = loc.function && !s->o->mangled ? tp_calls_demangle(loc.function) : NULL;
 	if (loc.function)
-		n = snprintf(buf, len, "%s:%s+0x%" PRIx64, tp_select_base(loc.object), loc.function,
-			     loc.offset);
+		n = snprintf(buf, len, "%s:%s+0x%" PRIx64, tp_select_base(loc.object),
+			     dn ? dn : loc.function, loc.offset);
 	else
 		n = snprintf(buf, len, "%s+0x%" PRIx64, tp_select_base(loc.object), loc.offset);
 	if (loc.file && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, " (%s:%d)", tp_select_base(loc.file), loc.line);
+	free(dn);
 	return n;
 }
 

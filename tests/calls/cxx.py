@@ -6,6 +6,9 @@ the function and of its callers on the way there.  Also -e OBJECT by soname and 
 names (libtpcallsv.so.1.2.3).  Counts and values are checked against the program's own
 output."""
 import re
+import shutil
+import subprocess
+import tempfile
 
 from tpcalls import calls, check, done, one_line_error, run, target
 
@@ -84,6 +87,13 @@ r = calls(["-e", "calls-cxx:ns::Widget::gett*"], [cxx, str(N)])
 check(r.rc == 0 and not lines(r) and warned(r) == ["calls-cxx:ns::Widget::gett*"],
       "a misspelt C++ pattern: no call, a warning naming it", r)
 
+# --bt: frames named as the calls are.
+r = calls(["--bt=3", "-e", "calls-cxx:ns::Widget::get(int)*"], [cxx, "1"])
+fr = [ln.split(" at ", 1)[1] for ln in r.lines if " at " in ln]
+check(any(f.startswith("calls-cxx:ns::middle(ns::Widget const&, int)+0x") for f in fr)
+      and any(f.startswith("calls-cxx:ns::outer(ns::Widget const&, int)+0x") for f in fr),
+      "--bt: ns::middle and ns::outer frames demangled", r)
+
 # --demangle=no: the symbols, the same calls.
 r = calls(["--demangle=no", "-e", "calls-cxx:ns::Widget::get*"], [cxx, str(N)])
 ls = lines(r)
@@ -118,6 +128,28 @@ check(r.rc == 0 and not [x for x in lines(r) if x[1] == "calls-cxx"]
 for bad in (["-C", "main", "-c"], ["-C", "main", "--entry"]):
     r = calls(bad, [cxx, "1"])
     check(one_line_error(r), "%s refused in one line" % " ".join(bad), r)
+
+# -C as uftrace -C shows it (uftrace names a function without its parameters; both
+# overloads of get match its 'ns::Widget::get'): the same calls at the same depths below
+# main.
+if shutil.which("uftrace"):
+    pg = target("calls-cxx-pg")
+    for tp_pat, uf_pat in (("ns::middle*", "ns::middle"), ("calls-cxx-pg:ns::Widget::get*",
+                                                            "ns::Widget::get")):
+        with tempfile.TemporaryDirectory(prefix="tp-uftrace-") as d:
+            subprocess.run(["uftrace", "record", "-d", d, "--no-libcall", "-C", uf_pat, pg,
+                            str(N)], capture_output=True, timeout=120)
+            rp = subprocess.run(["uftrace", "replay", "-d", d, "-f", "none"],
+                                capture_output=True, text=True, timeout=120)
+        peer = sorted((len(m.group(1)) // 2, m.group(2)) for m in
+                      (re.match(r"^( *)([\w:]+)\(\)(?: \{|;)$", ln)
+                       for ln in rp.stdout.splitlines()) if m)
+        r = calls(["-C", tp_pat], [pg, str(N)])
+        ls = [x for x in lines(r) if x[1] == "calls-cxx-pg"]
+        top = min([x[0] for x in ls if x[2] == "main"] or [0])
+        got = sorted((x[0] - top, re.sub(r"\(.*$", "", x[2])) for x in ls)
+        check(got == peer and len(got) > N, "-C %s: the calls uftrace -C %s shows" %
+              (tp_pat, uf_pat), "tracepad %r\nuftrace %r" % (got, peer))
 
 # -e OBJECT:FUNCTION by soname and unversioned names of libtpcallsv.so.1.2.3.
 for obj in ("libtpcallsv", "libtpcallsv.so", "libtpcallsv.so.1", "libtpcallsv.so.1.2",
