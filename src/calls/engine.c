@@ -341,10 +341,10 @@ static const char *selected_name(struct session *s, struct image *im, struct obj
 /* Each name of @fs for the deselections that name it (its object is not scanned). */
 static void note_names(struct session *s, struct object *o, const struct tp_fsym *fs)
 {
-	bool pats = tp_select_has_patterns(s->sel);
-
+	if (!tp_select_wants_notes(s->sel))
+		return;
 	for (int k = 0; k < fs->nnames; k++) {
-		char *dn = pats ? tp_calls_demangle(fs->names[k]) : NULL;
+		char *dn = tp_calls_demangle(fs->names[k]);
 
 		tp_select_note(s->sel, o->path, fs->names[k], dn);
 		free(dn);

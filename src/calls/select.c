@@ -239,6 +239,14 @@ bool tp_select_has_patterns(const struct tp_select *s)
 	return s->n > 0;
 }
 
+bool tp_select_wants_notes(const struct tp_select *s)
+{
+	for (int i = 0; i < s->nuser; i++)
+		if (s->p[i].neg && !s->p[i].hit)
+			return true;
+	return false;
+}
+
 bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any)
 {
 	if (s->from_default && dflt_any)

@@ -28,8 +28,10 @@ bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_a
 /* Function @fn of an object that may match nothing (skipped): a deselection that names it
  * has matched a function all the same. */
 void tp_select_note(struct tp_select *s, const char *obj, const char *fn, const char *dfn);
-/* Has @s patterns at all (otherwise names need not be demangled to be matched)? */
+/* Has @s patterns at all (otherwise names need not be demangled to be matched)?  Has it a
+ * deselection that tp_select_note could still mark? */
 bool tp_select_has_patterns(const struct tp_select *s);
+bool tp_select_wants_notes(const struct tp_select *s);
 /* The demangled name of C++ symbol @sym (malloc'd), or NULL: errno EINVAL when @sym is not
  * a mangled name (_Z...), ENOMEM (demangle.c). */
 char *tp_calls_demangle(const char *sym);

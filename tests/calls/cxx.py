@@ -87,6 +87,14 @@ r = calls(["-e", "calls-cxx:ns::Widget::gett*"], [cxx, str(N)])
 check(r.rc == 0 and not lines(r) and warned(r) == ["calls-cxx:ns::Widget::gett*"],
       "a misspelt C++ pattern: no call, a warning naming it", r)
 
+# A deselection by C++ name in an object no selection names (libstdc++, not scanned for
+# breakpoints): one that names a function is not warned of, a misspelt one is.
+exc = target("calls-exc")
+pats = "tpx_catch,!libstdc++:std::runtime_error::runtime_error*,!libstdc++:std::nope*"
+r = calls(["-e", pats], [exc])
+check(r.rc == 0 and len(r.calls) == 4 and warned(r) == ["!libstdc++:std::nope*"],
+      "-e %r: tpx_catch's 4 calls, a warning for std::nope* only" % pats, r)
+
 # --bt: frames named as the calls are.
 r = calls(["--bt=3", "-e", "calls-cxx:ns::Widget::get(int)*"], [cxx, "1"])
 fr = [ln.split(" at ", 1)[1] for ln in r.lines if " at " in ln]
