@@ -5,6 +5,7 @@ their source names or their symbols; -C (uftrace's caller filter) keeps only the
 the function and of its callers on the way there.  Also -e OBJECT by soname and unversioned
 names (libtpcallsv.so.1.2.3).  Counts and values are checked against the program's own
 output."""
+import os
 import re
 import shutil
 import subprocess
@@ -125,6 +126,11 @@ check(len(depth["main"]) == 1 and depth[OUT] == {min(depth["main"]) + 1}
       and depth[MID] == {min(depth["main"]) + 2}
       and {x[0] for x in of(ls, GET1)} == {min(depth["main"]) + 1, min(depth["main"]) + 3},
       "-C: the callers at their nesting depths", depth)
+os.environ["TRACEPAD_CALLS_SYNC"] = "1"
+s = calls(["-C", "ns::Widget::get(int)*"], [cxx, str(N)])
+del os.environ["TRACEPAD_CALLS_SYNC"]
+check([x[:3] + x[4:] for x in lines(s) if x[1] == "calls-cxx"] == [x[:3] + x[4:] for x in ls],
+      "-C: the same lines with a stop at each return (TRACEPAD_CALLS_SYNC=1)", s)
 r = calls(["-C", "ns::middle*"], [cxx, str(N)])
 ls = [x for x in lines(r) if x[1] == "calls-cxx"]
 check(sorted({x[2] for x in ls}) == sorted([MID, OUT, "main"]) and len(of(ls, MID)) == N
