@@ -195,12 +195,11 @@ static inline bool tp_calls_too_deep(const struct session *s, unsigned depth)
  * written, those in flight on the thread when one of -C's functions is entered.  A line is
  * written at the call's return, when whether such a function was called below it is known;
  * --entry and -c, which would need it at the entry, are refused with -C. */
-static inline void tp_calls_callers_enter(struct session *s, struct thread *t, struct rec *rc)
+static inline void tp_calls_callers_enter(struct thread *t, struct rec *rc)
 {
 	rc->on_path = rc->f->target;
 	for (unsigned i = 0; rc->on_path && i < rc->c.depth && i < t->n; i++)
 		t->recs[i].on_path = true;
-	(void)s;
 }
 static inline bool tp_calls_line_wanted(const struct session *s, const struct rec *rc)
 {

@@ -289,7 +289,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	    .depth = hooked ? t->n - 1 : t->n,
 	    .entry_ns = now,
 	};
-	tp_calls_callers_enter(s, t, rc);
+	tp_calls_callers_enter(t, rc);
 	if (!t->report || !f->shown)
 		return;
 	if (tp_calls_too_deep(s, rc->c.depth)) {
