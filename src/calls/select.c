@@ -132,9 +132,20 @@ err:
 	return r;
 }
 
+/* The next ',' that separates patterns: not one inside a C++ parameter list's parentheses
+ * ("ns::sum(double, double)"); the end of @p when none. */
+static char *next_comma(char *p)
+{
+	int depth = 0;
+
+	for (; *p && (*p != ',' || depth > 0); p++)
+		depth += *p == '(' ? 1 : *p == ')' && depth > 0 ? -1 : 0;
+	return p;
+}
+
 int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen)
 {
-	char *copy = strdup(arg), *save = NULL, *tok;
+	char *copy = strdup(arg), *tok, *end, *next;
 	int r = 0;
 
 	if (!copy)
@@ -144,8 +155,12 @@ int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen
 		free(copy);
 		return -EINVAL;
 	}
-	for (tok = strtok_r(copy, ",", &save); tok && !r; tok = strtok_r(NULL, ",", &save))
+	for (tok = copy; tok && !r; tok = next) {
+		end = next_comma(tok);
+		next = *end ? end + 1 : NULL;
+		*end = 0;
 		r = add_one(s, tok, err, errlen);
+	}
 	free(copy);
 	return r;
 }

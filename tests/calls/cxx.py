@@ -80,6 +80,10 @@ ls = lines(r)
 gk = [int(x[4]) for x in of(ls, GET1)]
 check(len(of(ls, GET1)) == len(ls) == 2 * N and gk[0::2] == gk[1::2] == want["get(k)"],
       "-e ns::Widget::get(int)*: one overload, its values as printed", r)
+r = calls(["-e", "calls-cxx:ns::sum(double, double),ns::sum(int, long)"], [cxx, str(N)])
+ls = lines(r)
+check(len(of(ls, SUM_D)) == N and len(of(ls, SUM_L)) == 2 * N and len(ls) == 3 * N
+      and not warned(r), "-e with parameter lists: their commas do not split the patterns", r)
 r = calls(["-e", "*ns::twice<*"], [cxx, str(N)])
 ls = lines(r)
 check(len(of(ls, TW_I)) == 2 * N and len(of(ls, TW_L)) == N and len(ls) == 3 * N,

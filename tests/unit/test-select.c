@@ -241,6 +241,16 @@ static void test_soname_cxx(void)
 	ok(tp_select_match(s, LIBTP, "_ZN2ns1fEi", "ns::f(int)", false),
 	   "a mangled name still matches");
 	tp_select_free(s);
+	s = sel("calls-cxx:ns::sum(double, double),calls-cxx:ns::sum(int, *),!ns::sum(int, "
+		"long),tpc_add",
+		NULL);
+	ok(s &&
+	       tp_select_match(s, "/b/calls-cxx", "_ZN2ns3sumEdd", "ns::sum(double, double)",
+			       false) &&
+	       !tp_select_match(s, "/b/calls-cxx", "_ZN2ns3sumEil", "ns::sum(int, long)", false) &&
+	       tp_select_match(s, LIBTP, "tpc_add", NULL, false),
+	   "a ',' inside parentheses does not separate patterns");
+	tp_select_free(s);
 	is_str(error_of("a:ns::f:b"), "bad pattern 'a:ns::f:b': more than one ':'",
 	       "a second single ':' after OBJECT is refused");
 }
