@@ -112,6 +112,15 @@ r = calls(["--demangle=no", "-e", "calls-cxx:ns::Widget::get*"], [cxx, str(N)])
 ls = lines(r)
 check(len(of(ls, "_ZNK2ns6Widget3getEv")) == N and len(of(ls, "_ZNK2ns6Widget3getEi")) == 2 * N
       and len(ls) == 3 * N, "--demangle=no: the same calls under their symbols", r)
+# The names shown are c++filt's for the symbols --demangle=no shows, call for call.
+if shutil.which("c++filt"):
+    a = [x[2] for x in lines(calls(["-e", "calls-cxx:*"], [cxx, "2"]))]
+    syms = [x[2] for x in lines(calls(["--demangle=no", "-e", "calls-cxx:*"], [cxx, "2"]))]
+    f = subprocess.run(["c++filt"], input="\n".join(syms) + "\n", capture_output=True,
+                       text=True, timeout=30)
+    check(len(a) > 10 and f.stdout.splitlines() == a and any(s.startswith("_Z") for s in syms),
+          "the names shown are c++filt's of the symbols (%d calls)" % len(a),
+          list(zip(a, f.stdout.splitlines()))[:12])
 r = calls(["--demangle=maybe"], [cxx, str(N)])
 check(one_line_error(r), "--demangle=maybe refused in one line", r)
 
