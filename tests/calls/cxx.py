@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 
-from tpcalls import calls, check, done, one_line_error, run, target
+from tpcalls import TRACEPAD, calls, check, done, one_line_error, run, target
 
 cxx, soname = target("calls-cxx"), target("calls-soname")
 N = 4
@@ -99,6 +99,20 @@ pats = "tpx_catch,!libstdc++:std::runtime_error::runtime_error*,!libstdc++:std::
 r = calls(["-e", pats], [exc])
 check(r.rc == 0 and len(r.calls) == 4 and warned(r) == ["!libstdc++:std::nope*"],
       "-e %r: tpx_catch's 4 calls, a warning for std::nope* only" % pats, r)
+
+# -c --json and --trace name them as the lines do.
+r = calls(["-c", "--json", "-e", "calls-cxx:ns::Widget::*"], [cxx, str(N)])
+sm = r.summary()
+fs = {f["function"]: f["calls"] for f in (sm or {}).get("functions", [])}
+check(fs == {GET0: N, GET1: 2 * N, SET: N}, "-c --json: the methods by demangled name", fs)
+with tempfile.TemporaryDirectory(prefix="tp-calls-cxx-") as d:
+    tr = os.path.join(d, "t")
+    r = calls(["--trace", tr, "-e", "calls-cxx:ns::Widget::get(int)*"], [cxx, str(N)])
+    dr = run([TRACEPAD, "dump", tr])
+    ev = re.findall(r' (call_entry|call_return) object="calls-cxx" function="([^"]*)"', dr.out)
+    check(r.rc == 0 and ev.count(("call_entry", GET1)) == 2 * N
+          and ev.count(("call_return", GET1)) == 2 * N and len(ev) == 4 * N,
+          "--trace: call events under the demangled name", dr.out[-600:])
 
 # --bt: frames named as the calls are.
 r = calls(["--bt=3", "-e", "calls-cxx:ns::Widget::get(int)*"], [cxx, "1"])
