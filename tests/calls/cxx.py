@@ -203,6 +203,10 @@ for obj in ("libtpcallsv", "libtpcallsv.so", "libtpcallsv.so.1", "libtpcallsv.so
                                                     for c in cs)
               and [c.args for c in cs[:2]] == [[0, 1], [1, 2]] and not warned(r),
               "-e %r: the 50 calls of tpc_add in libtpcallsv.so.1.2.3" % pat, r)
+r = calls(["-l", "libtpcallsv.so.1"], [soname, "50"])
+check(r.rc == 0 and len([c for c in r.calls if c.function == "tpc_add"]) == 50
+      and all(c.object == "libtpcallsv.so.1.2.3" for c in r.calls),
+      "-l libtpcallsv.so.1: the library's calls, tpc_add's 50 among them", r)
 for pat in ("libtpcallsv.so.2:tpc_add", "libtpcallsv.so.1.2.3.4:tpc_add", "libtpcallsv.s:*"):
     r = calls(["-e", pat], [soname, "50"])
     check(r.rc == 0 and not r.calls and warned(r) == [pat],
