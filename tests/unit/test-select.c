@@ -1,6 +1,7 @@
 /* TAP tests of the -e selection of `tracepad calls` (src/calls/select.c): globs over
- * OBJECT:FUNCTION, objects by file name, stem up to ".so" or path, '!' in order, the default
- * selection, and the one-line errors of malformed patterns. */
+ * OBJECT:FUNCTION, objects by path, file name, soname or name up to ".so", C++ names mangled
+ * or demangled, '!' in order, the default selection, and the one-line errors of malformed
+ * patterns. */
 /* select.h uses size_t without including its header */
 #include <errno.h>
 #include <stddef.h>
