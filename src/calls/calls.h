@@ -12,6 +12,9 @@
 struct tp_calls_opts {
 	char *const *patterns; /* -e arguments */
 	int npatterns;
+	char *const *callers; /* -C arguments: only the calls on a path to these are shown */
+	int ncallers;
+	bool mangled;	      /* --demangle=no: C++ names shown as their symbols */
 	char *const *plugins; /* --plugin arguments */
 	int nplugins;
 	bool summary, json, durations, entry, follow;

@@ -290,7 +290,10 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 	f->addr = addr;
 	f->kind = kind;
 	f->hooked = flags & TP_BP_RETURN;
-	f->name = strdup(name);
+	/* Shown as the source spells it unless --demangle=no: the only name kept. */
+	f->name = s->o->mangled ? NULL : tp_calls_demangle(name);
+	if (!f->name)
+		f->name = strdup(name);
 	f->shown = kind == F_TRACED;
 	f->obj = o;
 	if (!f->name || func_put(im, f)) {
@@ -311,21 +314,41 @@ static bool is_import(struct image *im, const char *name)
 	return false;
 }
 
-/* The name a function is traced under, or NULL when not selected. */
+/* The name a function is traced under, or NULL when not selected; *@target: it is one of
+ * -C's functions. */
 static const char *selected_name(struct session *s, struct image *im, struct object *o,
-				 const struct tp_fsym *fs)
+				 const struct tp_fsym *fs, bool *target)
 {
 	const char *sel = NULL;
+	bool pats = tp_select_has_patterns(s->sel) || s->csel;
 
 	/* Every name is matched: each pattern learns whether it matched a function. */
 	for (int k = 0; k < fs->nnames; k++) {
 		const char *n = fs->names[k];
 		bool dflt = o->main ? !crt_name(n) : is_import(im, n);
+		/* C++ names are matched demangled too (only _Z... ones are demangled). */
+		char *dn = pats ? tp_calls_demangle(n) : NULL;
+		bool c = s->csel && tp_select_match(s->csel, o->path, n, dn, false);
 
-		if (tp_select_match(s->sel, o->path, n, dflt) && !sel)
+		if ((tp_select_match(s->sel, o->path, n, dn, dflt) || c) && !sel)
 			sel = n;
+		*target |= c;
+		free(dn);
 	}
 	return sel;
+}
+
+/* Each name of @fs for the deselections that name it (its object is not scanned). */
+static void note_names(struct session *s, struct object *o, const struct tp_fsym *fs)
+{
+	if (!tp_select_wants_notes(s->sel))
+		return;
+	for (int k = 0; k < fs->nnames; k++) {
+		char *dn = tp_calls_demangle(fs->names[k]);
+
+		tp_select_note(s->sel, o->path, fs->names[k], dn);
+		free(dn);
+	}
 }
 
 /* Read the functions of a newly mapped object and plant its breakpoints.  Returns 0 (an
@@ -333,7 +356,8 @@ static const char *selected_name(struct session *s, struct image *im, struct obj
 static int object_scan(struct session *s, struct image *im, pid_t tid, struct object *o)
 {
 	struct tp_fsyms fs;
-	bool want = tp_select_may_match(s->sel, o->path, o->main || im->nimports > 0);
+	bool want = tp_select_may_match(s->sel, o->path, o->main || im->nimports > 0) ||
+		    (s->csel && tp_select_may_match(s->csel, o->path, false));
 	int r;
 
 	r = tp_fsyms_read(o->path, &fs);
@@ -356,7 +380,7 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		uint64_t addr = f->vaddr + o->bias;
 		enum fkind kind = F_TRACED;
 		const char *name = NULL;
-		bool shown = false;
+		bool shown = false, target = false;
 
 		/* GCC's .cold parts are jumped to, not called: [rsp] is no return address. */
 		if (addr < o->lo || addr >= o->hi || strstr(f->names[0], ".cold"))
@@ -371,7 +395,7 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 			}
 		if ((kind == F_TRACED || kind == F_SIGACTION || kind == F_EXEC || kind == F_EXIT) &&
 		    want) {
-			const char *sel = selected_name(s, im, o, f);
+			const char *sel = selected_name(s, im, o, f, &target);
 
 			if (sel && kind != F_TRACED)
 				shown = true;
@@ -379,8 +403,7 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 				name = sel;
 		} else if (!want) {
 			/* Not selectable here, but a deselection may name it (the warning). */
-			for (int k = 0; k < f->nnames; k++)
-				tp_select_note(s->sel, o->path, f->names[k]);
+			note_names(s, o, f);
 		}
 		if (!name)
 			continue;
@@ -391,6 +414,8 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 			goto out;
 		if (!r && shown)
 			tp_calls_func_find(im, addr)->shown = true;
+		if (!r && target)
+			tp_calls_func_find(im, addr)->target = true;
 		if (!r && kind == F_RESOLVER && im->live) {
 			/* The loader resolved it already (BIND_NOW, or attached late): ask the
 			 * resolver, which answers as it did to the loader. */

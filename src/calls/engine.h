@@ -59,7 +59,8 @@ struct func {
 	bool hooked; /* the return is hooked */
 	bool shown;  /* selected: its calls are printed and counted */
 	bool proto_done;
-	char *name;
+	bool target; /* -C: one of the functions whose callers are shown */
+	char *name;  /* demangled unless --demangle=no */
 	struct object *obj;
 	const struct tp_proto *proto;
 	struct stat_ent *stat;
@@ -105,6 +106,7 @@ struct rec {
 	char args[512];
 	uint64_t pcs[64];
 	int npcs;
+	bool on_path; /* -C: a function of -C was called while it was in flight (or it is one) */
 };
 
 struct thread {
@@ -131,6 +133,7 @@ struct session {
 	struct tp_proc *p;
 	int err; /* -ENOMEM met where it could not be returned: the tracing ends, detaching */
 	struct tp_select *sel;
+	struct tp_select *csel; /* -C's patterns, NULL without -C */
 	struct tp_protos *protos;
 	struct tp_symtab *symtab; /* for --bt and plugins' symbolize */
 	pid_t symtab_pid;
@@ -187,6 +190,20 @@ void tp_calls_calibrate(struct session *s, pid_t tid);
 static inline bool tp_calls_too_deep(const struct session *s, unsigned depth)
 {
 	return s->o->max_depth && depth >= (unsigned)s->o->max_depth;
+}
+/* -C (uftrace's caller filter): only the calls of -C's functions and of their callers are
+ * written, those in flight on the thread when one of -C's functions is entered.  A line is
+ * written at the call's return, when whether such a function was called below it is known;
+ * --entry and -c, which would need it at the entry, are refused with -C. */
+static inline void tp_calls_callers_enter(struct thread *t, struct rec *rc)
+{
+	rc->on_path = rc->f->target;
+	for (unsigned i = 0; rc->on_path && i < rc->c.depth && i < t->n; i++)
+		t->recs[i].on_path = true;
+}
+static inline bool tp_calls_line_wanted(const struct session *s, const struct rec *rc)
+{
+	return !s->csel || rc->on_path;
 }
 /* stops.c: threads and stops.  tp_calls_handle() takes one event of the event loop;
  * tp_calls_trap_filter() is its tp_proc_trap_filter_fn. */

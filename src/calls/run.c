@@ -141,18 +141,22 @@ int tp_calls_symbolize(struct session *s, int pid, uint64_t pc, bool ret, char *
 {
 	struct tp_symtab *st = symtab_of(s, pid);
 	struct tp_symloc loc;
+	char *dn;
 	int n;
 
 	if (!st || tp_symtab_lookup(st, pc - ret, true, &loc))
 		return snprintf(buf, len, "0x%" PRIx64, pc);
 	loc.offset += ret;
+	/* Frames named as the calls are (--demangle). */
+	dn = loc.function && !s->o->mangled ? tp_calls_demangle(loc.function) : NULL;
 	if (loc.function)
-		n = snprintf(buf, len, "%s:%s+0x%" PRIx64, tp_select_base(loc.object), loc.function,
-			     loc.offset);
+		n = snprintf(buf, len, "%s:%s+0x%" PRIx64, tp_select_base(loc.object),
+			     dn ? dn : loc.function, loc.offset);
 	else
 		n = snprintf(buf, len, "%s+0x%" PRIx64, tp_select_base(loc.object), loc.offset);
 	if (loc.file && n >= 0 && (size_t)n < len)
 		n += snprintf(buf + n, len - n, " (%s:%d)", tp_select_base(loc.file), loc.line);
+	free(dn);
 	return n;
 }
 
@@ -488,6 +492,13 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	uint64_t deadline = 0;
 
 	s.sel = tp_select_new(o->patterns, o->npatterns, err, sizeof(err));
+	if (s.sel && o->ncallers) {
+		s.csel = tp_select_new(o->callers, o->ncallers, err, sizeof(err));
+		if (!s.csel) {
+			tp_select_free(s.sel);
+			s.sel = NULL;
+		}
+	}
 	if (!s.sel) {
 		tp_err("%s", err);
 		return 2;
@@ -601,6 +612,8 @@ out:
 	tp_calls_lines_flush(&s);
 	if (s.started)
 		tp_select_warn_unmatched(s.sel);
+	if (s.started && s.csel)
+		tp_select_warn_unmatched(s.csel);
 	if (o->summary && s.started)
 		print_summary(&s);
 	tp_plugins_free(s.plugins);
@@ -628,5 +641,6 @@ out:
 	tp_symtab_free(s.symtab);
 	tp_protos_free(s.protos);
 	tp_select_free(s.sel);
+	tp_select_free(s.csel);
 	return ret;
 }

@@ -1,6 +1,6 @@
 /* -e patterns (globs over OBJECT:FUNCTION or ltrace's FUNCTION@OBJECT, '!' to deselect,
- * applied in order) and the function symbols of an object, from its .symtab and .dynsym
- * (src/elf). */
+ * applied in order; C++ names match mangled or demangled) and the function symbols of an object,
+ * from its .symtab and .dynsym (src/elf). */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -47,6 +47,19 @@ static bool glob_ok(const char *g)
 	return true;
 }
 
+/* The ':' between OBJECT and FUNCTION: the first one that is not half of a C++ "::". */
+static char *obj_colon(char *tok)
+{
+	char *c = tok;
+
+	while ((c = strchr(c, ':'))) {
+		if (c[1] != ':')
+			return c;
+		c += 2;
+	}
+	return NULL;
+}
+
 static int add_one(struct tp_select *s, char *tok, char *err, size_t errlen)
 {
 	struct pat pt = {.text = strdup(tok)}, *n;
@@ -59,9 +72,9 @@ static int add_one(struct tp_select *s, char *tok, char *err, size_t errlen)
 		pt.neg = true;
 		tok++;
 	}
-	colon = strchr(tok, ':');
+	colon = obj_colon(tok);
 	at = strchr(tok, '@');
-	if (colon && strchr(colon + 1, ':')) {
+	if (colon && obj_colon(colon + 1)) {
 		snprintf(err, errlen, "bad pattern '%s': more than one ':'", tok);
 		goto err;
 	}
@@ -119,9 +132,20 @@ err:
 	return r;
 }
 
+/* The next ',' that separates patterns: not one inside a C++ parameter list's parentheses
+ * ("ns::sum(double, double)"); the end of @p when none. */
+static char *next_comma(char *p)
+{
+	int depth = 0;
+
+	for (; *p && (*p != ',' || depth > 0); p++)
+		depth += *p == '(' ? 1 : *p == ')' && depth > 0 ? -1 : 0;
+	return p;
+}
+
 int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen)
 {
-	char *copy = strdup(arg), *save = NULL, *tok;
+	char *copy = strdup(arg), *tok, *end, *next;
 	int r = 0;
 
 	if (!copy)
@@ -131,8 +155,12 @@ int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen
 		free(copy);
 		return -EINVAL;
 	}
-	for (tok = strtok_r(copy, ",", &save); tok && !r; tok = strtok_r(NULL, ",", &save))
+	for (tok = copy; tok && !r; tok = next) {
+		end = next_comma(tok);
+		next = *end ? end + 1 : NULL;
+		*end = 0;
 		r = add_one(s, tok, err, errlen);
+	}
 	free(copy);
 	return r;
 }
@@ -169,31 +197,39 @@ void tp_select_free(struct tp_select *s)
 	free(s);
 }
 
-/* OBJECT matches the file name, the file name up to ".so" (libc for libc.so.6) or the
- * whole path. */
+/* OBJECT matches the whole path, the file name, or the file name cut before ".so" or
+ * before any '.' after it: libz, libz.so, libz.so.1 (the soname), libz.so.1.2 and
+ * libz.so.1.2.13 all name /usr/lib/x86_64-linux-gnu/libz.so.1.2.13. */
 static bool obj_match(const char *glob, const char *path)
 {
-	const char *base = tp_select_base(path), *so = strstr(base, ".so");
-	char stem[256];
+	const char *base = tp_select_base(path), *so = strstr(base, ".so"), *dot;
+	char cut[256];
 
 	if (!fnmatch(glob, base, 0) || !fnmatch(glob, path, 0))
 		return true;
-	if (so && (size_t)(so - base) < sizeof(stem)) {
-		memcpy(stem, base, so - base);
-		stem[so - base] = 0;
-		return !fnmatch(glob, stem, 0);
+	for (dot = so; dot && (size_t)(dot - base) < sizeof(cut); dot = strchr(dot + 1, '.')) {
+		memcpy(cut, base, dot - base);
+		cut[dot - base] = 0;
+		if (!fnmatch(glob, cut, 0))
+			return true;
 	}
 	return false;
 }
 
-bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, bool dflt)
+static bool fn_match(const struct pat *pt, const char *fn, const char *dfn)
+{
+	return !fnmatch(pt->fn, fn, 0) || (dfn && !fnmatch(pt->fn, dfn, 0));
+}
+
+bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, const char *dfn,
+		     bool dflt)
 {
 	bool sel = s->from_default && dflt;
 
 	for (int i = 0; i < s->n; i++) {
 		struct pat *pt = &s->p[i];
 
-		if ((!pt->obj || obj_match(pt->obj, obj)) && !fnmatch(pt->fn, fn, 0)) {
+		if ((!pt->obj || obj_match(pt->obj, obj)) && fn_match(pt, fn, dfn)) {
 			sel = !pt->neg;
 			pt->hit = true;
 		}
@@ -213,6 +249,19 @@ int tp_select_warn_unmatched(const struct tp_select *s)
 	return n;
 }
 
+bool tp_select_has_patterns(const struct tp_select *s)
+{
+	return s->n > 0;
+}
+
+bool tp_select_wants_notes(const struct tp_select *s)
+{
+	for (int i = 0; i < s->nuser; i++)
+		if (s->p[i].neg && !s->p[i].hit)
+			return true;
+	return false;
+}
+
 bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any)
 {
 	if (s->from_default && dflt_any)
@@ -223,13 +272,13 @@ bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_a
 	return false;
 }
 
-void tp_select_note(struct tp_select *s, const char *obj, const char *fn)
+void tp_select_note(struct tp_select *s, const char *obj, const char *fn, const char *dfn)
 {
 	for (int i = 0; i < s->nuser; i++) {
 		struct pat *pt = &s->p[i];
 
 		if (pt->neg && !pt->hit && (!pt->obj || obj_match(pt->obj, obj)) &&
-		    !fnmatch(pt->fn, fn, 0))
+		    fn_match(pt, fn, dfn))
 			pt->hit = true;
 	}
 }

@@ -9,15 +9,17 @@
 struct tp_select;
 
 /* Parse the -e arguments (each a comma-separated list of OBJECT:FUNCTION, FUNCTION, or
- * ltrace's FUNCTION@OBJECT).  On a malformed pattern returns NULL
- * with a one-line reason in @err. */
+ * ltrace's FUNCTION@OBJECT; the ':' of OBJECT is the first one not in a C++ "::").  On a malformed
+ * pattern returns NULL with a one-line reason in @err. */
 struct tp_select *tp_select_new(char *const *args, int nargs, char *err, size_t errlen);
 void tp_select_free(struct tp_select *s);
 /* Add one more argument (a plugin's choice), applied after the others. */
 int tp_select_add(struct tp_select *s, const char *arg, char *err, size_t errlen);
 /* Is @fn of object @obj (a path) selected, given whether the default selection holds it?
- * Each pattern that matches it is marked as having matched a function. */
-bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, bool dflt);
+ * @dfn: its demangled name (C++), or NULL; a pattern matches either name.  Each pattern
+ * that matches it is marked as having matched a function. */
+bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, const char *dfn,
+		     bool dflt);
 /* Warn (tp_warn) of each pattern of the -e arguments (not those added) that has matched no
  * function; returns how many. */
 int tp_select_warn_unmatched(const struct tp_select *s);
@@ -25,7 +27,14 @@ int tp_select_warn_unmatched(const struct tp_select *s);
 bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any);
 /* Function @fn of an object that may match nothing (skipped): a deselection that names it
  * has matched a function all the same. */
-void tp_select_note(struct tp_select *s, const char *obj, const char *fn);
+void tp_select_note(struct tp_select *s, const char *obj, const char *fn, const char *dfn);
+/* Has @s patterns at all (otherwise names need not be demangled to be matched)?  Has it a
+ * deselection that tp_select_note could still mark? */
+bool tp_select_has_patterns(const struct tp_select *s);
+bool tp_select_wants_notes(const struct tp_select *s);
+/* The demangled name of C++ symbol @sym (malloc'd), or NULL: errno EINVAL when @sym is not
+ * a mangled name (_Z...), ENOMEM (demangle.c). */
+char *tp_calls_demangle(const char *sym);
 
 /* A defined function of an object, with all the names at its address. */
 struct tp_fsym {

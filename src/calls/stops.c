@@ -123,12 +123,6 @@ int tp_calls_add_pid(struct session *s, pid_t pid)
 
 /* ---- output ---- */
 
-static void print_line(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
-		       const char *tail)
-{
-	tp_calls_line_call(s, t, rc, depth, tail);
-}
-
 /* Calls of @t above index @keep that will never return here (longjmp, exception, exit). */
 static void drop_recs(struct session *s, struct thread *t, unsigned keep, const char *why)
 {
@@ -137,8 +131,8 @@ static void drop_recs(struct session *s, struct thread *t, unsigned keep, const 
 
 		if (!t->report || !rc->f->shown || tp_calls_too_deep(s, t->n))
 			continue;
-		if (!s->o->summary && !s->o->min_ns)
-			print_line(s, t, rc, t->n, why);
+		if (!s->o->summary && !s->o->min_ns && tp_calls_line_wanted(s, rc))
+			tp_calls_line_call(s, t, rc, t->n, why);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, why + 3);
 	}
@@ -295,6 +289,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 	    .depth = hooked ? t->n - 1 : t->n,
 	    .entry_ns = now,
 	};
+	tp_calls_callers_enter(t, rc);
 	if (!t->report || !f->shown)
 		return;
 	if (tp_calls_too_deep(s, rc->c.depth)) {
@@ -326,15 +321,15 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		s->entry_trace = true; /* at stop_end, with the time the call starts */
 	else if (s->trace)
 		tp_calls_trace_call(s->trace, rc);
-	if (!s->o->summary && (s->o->entry || !hooked)) {
+	if (!s->o->summary && (s->o->entry || !hooked) && tp_calls_line_wanted(s, rc)) {
 		int npcs = rc->npcs;
 
 		if (hooked)
 			rc->npcs = 0; /* the backtrace goes with the completed call */
-		print_line(s, t, rc, rc->c.depth,
-			   hooked      ? " ..."
-			   : f->hooked ? " = <return not followed>"
-				       : "");
+		tp_calls_line_call(s, t, rc, rc->c.depth,
+				   hooked      ? " ..."
+				   : f->hooked ? " = <return not followed>"
+					       : "");
 		rc->npcs = npcs;
 	}
 }
@@ -445,13 +440,13 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 		tp_plugins_ret(s->plugins, &rc->c);
 		if (s->trace)
 			tp_calls_trace_return(s->trace, rc, s->need_args ? ret : "");
-		if (!s->o->summary && d >= s->o->min_ns) {
+		if (!s->o->summary && d >= s->o->min_ns && tp_calls_line_wanted(s, rc)) {
 			if (s->o->durations)
 				snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">",
 					 ret, d / 1000000000u, d / 1000 % 1000000);
 			else
 				snprintf(tail, sizeof(tail), " = %s", ret);
-			print_line(s, t, rc, k, tail);
+			tp_calls_line_call(s, t, rc, k, tail);
 		}
 	}
 out:

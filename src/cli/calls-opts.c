@@ -1,5 +1,6 @@
 /* The option table of `tracepad calls` and the options it shares with ltrace, strace and
- * uftrace: -s SIZE, -t/-tt/-ttt, -r, -l LIB, -S, --depth, --time-filter, --sort. */
+ * uftrace: -s SIZE, -t/-tt/-ttt, -r, -l LIB, -S, --depth, --time-filter, --sort,
+ * --demangle. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +16,15 @@ const char tp_cli_calls_usage[] =
     "  [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>\n"
     "\n"
     "  -e, --select PATTERN   functions to trace: comma-separated globs over OBJECT:FUNCTION\n"
-    "                         (OBJECT also matches up to '.so'; or FUNCTION@OBJECT), '!'\n"
+    "                         (OBJECT: a path, file name, soname, or name up to '.so':\n"
+    "                         libz.so.1 or libz; or FUNCTION@OBJECT), '!'\n"
     "                         deselects; repeatable; one that matches nothing is warned of\n"
-    "                         (default: the program's functions and those it imports)\n"
+    "                         (default: the program's functions and those it imports);\n"
+    "                         C++ functions by mangled or demangled name: 'ns::Widget::get*'\n"
+    "  -C, --caller-filter FUNC  only the calls of FUNC and of its callers, on its way\n"
+    "                         there (uftrace's -C; FUNC as in -e); repeatable\n"
+    "  --demangle=MODE        C++ names shown demangled in full (default) or as their\n"
+    "                         symbols with 'no'\n"
     "  -l, --library LIB      the functions of the object LIB (as -e 'LIB:*'); repeatable\n"
     "  -S                     system calls as lines too, named as strace names them\n"
     "  -c, --summary          a summary per function at the end instead of the lines\n"
@@ -42,11 +49,13 @@ const char tp_cli_calls_usage[] =
     "  --duration SECONDS     with -p: detach after SECONDS\n"
     "  -h, --help             show this help\n";
 
-const char tp_cli_calls_optstring[] = "+e:cTfo:p:hs:trl:S";
+const char tp_cli_calls_optstring[] = "+e:cTfo:p:hs:trl:SC:";
 
 const struct option tp_cli_calls_longopts[] = {
     {"select", required_argument, NULL, 'e'},
     {"library", required_argument, NULL, 'l'},
+    {"caller-filter", required_argument, NULL, 'C'},
+    {"demangle", required_argument, NULL, CALLS_OPT_DEMANGLE},
     {"summary", no_argument, NULL, 'c'},
     {"sort", required_argument, NULL, CALLS_OPT_SORT},
     {"json", no_argument, NULL, CALLS_OPT_JSON},
@@ -137,6 +146,13 @@ int tp_cli_calls_habit(int opt, const char *arg, struct tp_calls_opts *o, char *
 				     arg);
 			return 2;
 		}
+		return 0;
+	case CALLS_OPT_DEMANGLE:
+		if (strcmp(arg, "full") && strcmp(arg, "no")) {
+			tp_cli_error("calls", "bad --demangle mode '%s' (full or no)", arg);
+			return 2;
+		}
+		o->mangled = !strcmp(arg, "no");
 		return 0;
 	case CALLS_OPT_SORT:
 		for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++)

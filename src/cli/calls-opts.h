@@ -1,5 +1,6 @@
 /* The option table of `tracepad calls` and the options it shares with ltrace, strace and
- * uftrace (-s, -t, -r, -l, -S, --depth, --time-filter, --sort), apart from cmd-calls.c. */
+ * uftrace (-s, -t, -r, -l, -S, --depth, --time-filter, --sort, --demangle), apart from
+ * cmd-calls.c. */
 #ifndef TP_CLI_CALLS_OPTS_H
 #define TP_CLI_CALLS_OPTS_H
 
@@ -22,6 +23,7 @@ enum {
 	CALLS_OPT_DEPTH,
 	CALLS_OPT_TIME_FILTER,
 	CALLS_OPT_SORT,
+	CALLS_OPT_DEMANGLE,
 };
 
 /* One of the peers' options @opt with argument @arg into @o.  -l LIB gives the pattern it

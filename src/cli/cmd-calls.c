@@ -26,7 +26,7 @@ static char **push(char **v, int *n, char *s)
 int cmd_calls(int argc, char **argv)
 {
 	struct tp_calls_opts o = {.out = stderr, .strsize = 32};
-	char **pats = NULL, **plugins = NULL, **libs = NULL, *end, *lib;
+	char **pats = NULL, **plugins = NULL, **libs = NULL, **callers = NULL, *end, *lib;
 	const char *outpath = NULL;
 	int opt, ret, nlibs = 0;
 	long v;
@@ -37,6 +37,9 @@ int cmd_calls(int argc, char **argv)
 		switch (opt) {
 		case 'e':
 			pats = push(pats, &o.npatterns, optarg);
+			break;
+		case 'C':
+			callers = push(callers, &o.ncallers, optarg);
 			break;
 		case 'c':
 			o.summary = true;
@@ -115,6 +118,11 @@ int cmd_calls(int argc, char **argv)
 		tp_cli_error("calls", "--time-filter and --entry exclude each other");
 		goto bad;
 	}
+	if (o.ncallers && (o.summary || o.entry)) {
+		tp_cli_error("calls", "-C goes with call lines, not with %s",
+			     o.summary ? "-c" : "--entry");
+		goto bad;
+	}
 	if (o.sort && !o.summary) {
 		tp_cli_error("calls", "--sort goes with -c");
 		goto bad;
@@ -134,6 +142,7 @@ int cmd_calls(int argc, char **argv)
 	}
 	o.patterns = pats;
 	o.plugins = plugins;
+	o.callers = callers;
 	o.argv = argv + optind;
 	o.stop = &tp_cli_interrupted;
 	tp_cli_catch_signals();
@@ -149,5 +158,6 @@ out:
 	free(libs);
 	free(pats);
 	free(plugins);
+	free(callers);
 	return ret;
 }

@@ -39,6 +39,7 @@ static const char usage_text[] =
     "                    enables are disabled again at the end\n"
     "  -t, --trace DIR   record: the trace directory to create\n"
     "      --duration S  record -p: stop after S seconds\n"
+    "      --fields POINT=NAME,...  record: name POINT's fields (repeatable)\n"
     "  -h, --help        show this help\n";
 
 enum site_state { SITE_DISABLED, SITE_ENABLED, SITE_UNKNOWN, SITE_UNREADABLE };
@@ -143,6 +144,10 @@ static int do_set(pid_t pid, const char *glob, bool on)
 
 /* ---- record ---- */
 
+/* --fields, NULL-terminated. */
+static const char *fields[33];
+static int nfields;
+
 static int do_record(const char *glob, const char *dir, char **argv)
 {
 	struct tp_markers_sites s = {0};
@@ -167,7 +172,8 @@ static int do_record(const char *glob, const char *dir, char **argv)
 			"tracepad markers: %s: no tracepoints (a library it loads may have "
 			"some)\n",
 			path);
-	ret = tp_markers_record_launch(dir, &s, glob, argv, &tp_cli_interrupted, msg, sizeof(msg));
+	ret = tp_markers_record_launch(dir, &s, glob, fields, argv, &tp_cli_interrupted, msg,
+				       sizeof(msg));
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 out:
@@ -184,8 +190,8 @@ static int do_record_pid(pid_t pid, const char *glob, const char *dir, double du
 	if (err)
 		ret = proc_error("read its memory", pid, err);
 	else
-		ret = tp_markers_record_pid(pid, &s, tp_markers_read_process, glob, dir, duration,
-					    &tp_cli_interrupted, msg, sizeof(msg));
+		ret = tp_markers_record_pid(pid, &s, tp_markers_read_process, glob, fields, dir,
+					    duration, &tp_cli_interrupted, msg, sizeof(msg));
 	if (msg[0])
 		tp_cli_error("markers", "%s", msg);
 	tp_markers_sites_free(&s);
@@ -198,13 +204,18 @@ static int do_record_pid(pid_t pid, const char *glob, const char *dir, double du
 int cmd_markers(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"pid", required_argument, NULL, 'p'},   {"enable", required_argument, NULL, 'e'},
-	    {"trace", required_argument, NULL, 't'}, {"duration", required_argument, NULL, 'D'},
-	    {"help", no_argument, NULL, 'h'},	     {NULL, 0, NULL, 0},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"enable", required_argument, NULL, 'e'},
+	    {"trace", required_argument, NULL, 't'},
+	    {"duration", required_argument, NULL, 'D'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"fields", required_argument, NULL, 'F'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *sub, *glob = NULL, *dir = NULL;
 	pid_t pid = 0;
 	double duration = 0;
+	char msg[256];
 	int c;
 
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
@@ -231,6 +242,11 @@ int cmd_markers(int argc, char **argv)
 		case 't':
 			dir = optarg;
 			break;
+		case 'F':
+			if (nfields == 32 || tp_markers_fields_check(optarg, msg, sizeof(msg)))
+				REFUSE("record: %s", nfields == 32 ? "more than 32 --fields" : msg);
+			fields[nfields++] = optarg;
+			break;
 		case 'D':
 			if (tp_cli_parse_duration("markers", optarg, &duration))
 				return 2;
@@ -246,8 +262,8 @@ int cmd_markers(int argc, char **argv)
 			return tp_cli_bad_option("markers", argv, "+p:e:t:h");
 		}
 	}
-	if ((glob || dir || duration) && strcmp(sub, "record"))
-		REFUSE("%s: -e, --trace and --duration belong to record", sub);
+	if ((glob || dir || duration || nfields) && strcmp(sub, "record"))
+		REFUSE("%s: -e, --trace, --duration and --fields belong to record", sub);
 	if (!strcmp(sub, "record")) {
 		if (!dir)
 			REFUSE("record: --trace DIR is required");

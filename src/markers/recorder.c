@@ -154,7 +154,7 @@ static int rec_add_class(struct tp_markers_recorder *r, const struct tp_mctl_cla
 {
 	struct tp_trace_field_desc f[TP_MARKERS_MAX_FIELDS];
 	char *point = NULL, *types = NULL, *name = NULL, *names = NULL;
-	char namebuf[TP_MAX_ARGS][TP_MARKERS_NAME_MAX];
+	char namebuf[TP_MAX_ARGS][TP_MARKERS_NAME_MAX], given[TP_MAX_ARGS][TP_MARKERS_NAME_MAX];
 	int nf = -EINVAL, id;
 
 	if (c && __atomic_load_n(&c->ready, __ATOMIC_ACQUIRE) == 1) {
@@ -167,6 +167,8 @@ static int rec_add_class(struct tp_markers_recorder *r, const struct tp_mctl_cla
 			nf = tp_markers_fields_of(types, f);
 		if (nf > 0 && names)
 			tp_markers_name_fields(f, nf, names, namebuf);
+		if (nf > 0)
+			tp_markers_fields_apply(r->fields, point, f, nf, given);
 	} else if (!final) {
 		return -EAGAIN; /* being written */
 	}
@@ -346,8 +348,8 @@ int tp_markers_rec_close(struct tp_markers_recorder *r, bool release, char *errb
 /* @prog as execvp would find it, for reading its notes. */
 
 int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *known,
-			     const char *glob, char **argv, volatile sig_atomic_t *stop,
-			     char *errbuf, size_t errlen)
+			     const char *glob, const char *const *fields, char **argv,
+			     volatile sig_atomic_t *stop, char *errbuf, size_t errlen)
 {
 	struct tp_trace_ring_opts ropts = {
 	    .nr_rings = TP_MARKERS_RINGS,
@@ -360,6 +362,7 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
 
 	if (tp_markers_rec_new(&r, dir, known, &ropts, errbuf, errlen))
 		goto out;
+	r.fields = fields;
 	fd = tp_trace_consumer_fd(r.cons);
 	fflush(NULL);
 	pid = fork();

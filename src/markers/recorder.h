@@ -24,9 +24,18 @@ struct tp_markers_recorder {
 		uint32_t cls;
 		bool cut;
 	} * formats;
+	const char *const *fields; /* --fields POINT=NAME,... (NULL-terminated), or NULL */
 	bool formats_dirty;
 	bool warned_dropped;
 };
+
+struct tp_trace_field_desc;
+/* --fields: name the fields @f (@nf with "fmt") of point @point after the first of @specs
+ * whose POINT glob matches it (checked by tp_markers_fields_check), over the format's names;
+ * @buf holds the names: [TP_MAX_ARGS][TP_MARKERS_NAME_MAX] of record.h, which fieldnames.c
+ * checks against these (fieldnames.c). */
+void tp_markers_fields_apply(const char *const *specs, const char *point,
+			     struct tp_trace_field_desc *f, int nf, char buf[8][32]);
 
 /* -errno with @errbuf set on failure. */
 int tp_markers_rec_new(struct tp_markers_recorder *r, const char *dir,

@@ -464,8 +464,8 @@ static enum record_end record_pid_wait(pid_t pid, uint64_t remote, struct tp_mar
 }
 
 int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read_fn read_process,
-			  const char *glob, const char *dir, double duration,
-			  volatile sig_atomic_t *stop, char *errbuf, size_t errlen)
+			  const char *glob, const char *const *fields, const char *dir,
+			  double duration, volatile sig_atomic_t *stop, char *errbuf, size_t errlen)
 {
 	/* A running process never waits for tracepad (which may die without telling it): a
 	 * full ring discards, and the trace counts it. */
@@ -492,6 +492,7 @@ int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read
 	ret = 2;
 	if (tp_markers_rec_new(&r, dir, s, &ropts, errbuf, errlen))
 		goto out;
+	r.fields = fields;
 	if ((ret = record_pid_start(pid, remote, &rm, &r, s, glob, &ours, &refused, read_process,
 				    errbuf, errlen)))
 		goto out;

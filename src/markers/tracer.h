@@ -78,8 +78,8 @@ struct tp_markers_recorder;
  * failure was not the program's).  @known: the sites at rest, to name classes (may be
  * empty). */
 int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *known,
-			     const char *glob, char **argv, volatile sig_atomic_t *stop, char *err,
-			     size_t errlen);
+			     const char *glob, const char *const *fields, char **argv,
+			     volatile sig_atomic_t *stop, char *err, size_t errlen);
 
 /* Record the points matching @glob of running process @pid (its sites in @s) until *@stop
  * becomes non-zero, @duration seconds (0: none) or its exit, through libtracepad's remote
@@ -87,7 +87,12 @@ int tp_markers_record_launch(const char *dir, const struct tp_markers_sites *kno
  * when sites were refused or the trace could not be completed, 2 with @err set on
  * failure. */
 int tp_markers_record_pid(pid_t pid, struct tp_markers_sites *s, tp_markers_read_fn read_sites,
-			  const char *glob, const char *dir, double duration,
-			  volatile sig_atomic_t *stop, char *err, size_t errlen);
+			  const char *glob, const char *const *fields, const char *dir,
+			  double duration, volatile sig_atomic_t *stop, char *err, size_t errlen);
+/* --fields POINT=NAME,NAME,...: the names given to a point's fields, by position (an empty
+ * one keeps the format's), over those its formats give (@fields of the two above: such
+ * specs, NULL-terminated; the first whose POINT glob matches applies).  0, or -EINVAL with a
+ * one-line reason in @err (a name a field may not take, twice, more than 8). */
+int tp_markers_fields_check(const char *spec, char *err, size_t errlen);
 
 #endif

@@ -3,8 +3,8 @@
 target with points in its program and in a library it dlopened; tracepad dump shows the typed
 events with their formatted text and the values the target computed.  record -p leaves the
 process running, untraced, with the points it enabled disabled again and its memory given
-back; bad input (unknown point, tampered site, a process without libtracepad, no such
-process) gets one line and leaves the process as it was."""
+back (--fields names a field); bad input (unknown point, tampered site, a process without
+libtracepad, no such process) gets one line and leaves the process as it was."""
 import os
 import re
 import shutil
@@ -92,8 +92,9 @@ try:
           r.stdout + r.stderr)
 
     d1 = os.path.join(tmp, "one")
+    # --fields: mc_alpha's field named explicitly (its format "alpha %d" names none).
     r = run("record", "-p", str(pid), "-e", "mc_*,lib_delta", "--trace", d1, "--duration",
-            "1.5")
+            "1.5", "--fields", "mc_alpha=iter")
     check(r.returncode == 0 and not r.stderr, "record -p -e GLOB --duration: exit 0, quiet",
           r.stdout + r.stderr)
     check(proc.poll() is None and untraced(pid), "the process runs on, untraced")
@@ -112,7 +113,9 @@ try:
     bad = [e for e in evs if not text_ok(e[2], e[3])]
     check(evs and not bad, "dump: every event's text is its format applied to its values",
           bad[:3])
-    alpha = [int(e[3]["a0"]) for e in evs if e[2] == "mc_alpha"]
+    check(all(list(e[3]) == ["fmt", "iter", "text"] for e in evs if e[2] == "mc_alpha"),
+          "dump: mc_alpha's field named iter (--fields)")
+    alpha = [int(e[3]["iter"]) for e in evs if e[2] == "mc_alpha"]
     check(len(alpha) > 20 and alpha == list(range(alpha[0], alpha[0] + len(alpha))),
           "dump: mc_alpha counts the target's iterations, consecutive", alpha[:5])
     lib_i = [int(e[3]["i"]) for e in evs if e[2] == "mc_lib"]
