@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""dbt-map: the code cache's mapping and breakpoint repositories (src/dbt/map.h), read and
+written by map-probe while map-target runs under `tracepad count --engine dbt`.
+
+The mapping: every instruction it records in the target's text starts an instruction of
+objdump's decoding, with its length; a block's instructions follow each other; copies of
+position-independent instructions are the program's bytes; every cache byte maps back as its
+range says; hidden ranges hold the runtime's templates, not program code.  Breakpoints: one
+set on a function already translated and removed before it runs again leaves the output, the
+exit status and the count exact; set on it and on one not translated yet, the target's
+SIGTRAP handler sees each function's address + 1 (as after a native int3), and with them
+removed the program ends as it does without them.
+
+argv: map-probe, map-target.  Environment: TRACEPAD."""
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import Tap  # noqa: E402
+
+t = Tap("dbt-map")
+PROBE, TARGET = sys.argv[1], sys.argv[2]
+TRACEPAD = os.environ.get("TRACEPAD", "")
+TIMEOUT = 60
+
+# objdump mnemonics whose copy in the cache is not the program's bytes
+MOVED = re.compile(r"^(bnd |notrack |rep[a-z]* |lock )*(j|call|ret|loop|syscall|int|ud2|hlt)")
+
+
+def probe(*args):
+    r = subprocess.run([PROBE] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    return r
+
+
+class Run:
+    """map-target under tracepad count --engine dbt, talked to line by line."""
+
+    def __init__(self):
+        fd, self.json = tempfile.mkstemp(prefix="tp-dbtmap-", suffix=".json")
+        os.close(fd)
+        os.unlink(self.json)
+        self.p = subprocess.Popen([TRACEPAD, "count", "--engine", "dbt", "--json", "-o",
+                                   self.json, "--", TARGET], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.buf = b""
+        self.out = ""
+
+    def line(self):
+        end = time.monotonic() + TIMEOUT
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([self.p.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.p.stdout.fileno(), 4096)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        self.out += line.decode() + "\n"
+        return line.decode()
+
+    def send(self, s="\n"):
+        self.p.stdin.write(s.encode())
+        self.p.stdin.flush()
+
+    def finish(self):
+        """Output (the lines read so far and the rest), exit status, report."""
+        try:
+            rest, err = self.p.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rest, err = self.p.communicate()
+        self.out += (self.buf + rest).decode()
+        self.err = err.decode()
+        try:
+            with open(self.json) as f:
+                self.report = json.load(f)
+            os.unlink(self.json)
+        except (OSError, ValueError):
+            self.report = None
+        return self.out, self.p.returncode, self.report
+
+
+def start():
+    r = Run()
+    first = r.line()
+    m = re.match(r"pid (\d+) work (0x[0-9a-f]+) later (0x[0-9a-f]+) first (\d+)$", first or "")
+    if not t.ok(m, "map-target started under the dbt engine", first):
+        r.finish()
+        t.bail("no target: " + r.err[-500:])
+    return r, int(m.group(1)), int(m.group(2), 16), int(m.group(3), 16)
+
+
+def normal(out):
+    """The output without the line that names the pid."""
+    return [ln for ln in out.splitlines() if not ln.startswith("pid ")]
+
+
+def objdump_insns(path):
+    """{link address: (length, mnemonic and operands)} of every instruction of .text."""
+    r = subprocess.run(["objdump", "-d", "-w", path], capture_output=True, text=True,
+                       check=True)
+    insns = {}
+    for ln in r.stdout.splitlines():
+        m = re.match(r"^\s*([0-9a-f]+):\t([0-9a-f ]+?)\s*\t(.*)$", ln)
+        if m:
+            insns[int(m.group(1), 16)] = (len(m.group(2).split()), m.group(3).strip())
+    return insns
+
+
+def text_ranges(pid):
+    """The target's executable mappings."""
+    real = os.path.realpath(TARGET)
+    out = []
+    with open("/proc/%d/maps" % pid) as f:
+        for ln in f:
+            parts = ln.split()
+            if len(parts) >= 6 and "x" in parts[1] and parts[5] == real:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                out.append((lo, hi))
+    return out
+
+
+def nm(path, sym):
+    r = subprocess.run(["nm", path], capture_output=True, text=True, check=True)
+    for ln in r.stdout.splitlines():
+        p = ln.split()
+        if len(p) == 3 and p[2] == sym:
+            return int(p[0], 16)
+    return None
+
+
+def parse_dump(text):
+    ranges = []
+    for ln in text.splitlines():
+        p = ln.split()
+        if not p or p[0] != "R":
+            continue
+        ranges.append({"block": int(p[1], 16), "cache": int(p[2], 16), "size": int(p[3]),
+                       "kind": p[4], "pc": int(p[5], 16), "len": int(p[6]),
+                       "stale": int(p[7]), "rest": p[8:]})
+    return ranges
+
+
+def check_mapping(pid, work):
+    d = probe("dump", pid)
+    if not t.ok(d.returncode == 0, "dump of the repositories", d.stdout[-500:] + d.stderr):
+        return None
+    ranges = parse_dump(d.stdout)
+    t.ok(len(ranges) > 1000, "the repositories hold the translations (%d ranges)" % len(ranges))
+    bias = work - nm(TARGET, "work")
+    insns = objdump_insns(TARGET)
+    texts = text_ranges(pid)
+    mine = [r for r in ranges if r["kind"] == "insn" and any(lo <= r["pc"] < hi
+                                                             for lo, hi in texts)]
+    t.ok(len(mine) >= 20, "instructions of the target's text are recorded (%d)" % len(mine))
+    bad = [r for r in mine if r["pc"] - bias not in insns]
+    t.ok(not bad, "each is an instruction boundary of objdump's decoding",
+         "\n".join("%#x" % r["pc"] for r in bad[:20]))
+    bad = [r for r in mine if r["pc"] - bias in insns and insns[r["pc"] - bias][0] != r["len"]]
+    t.ok(not bad, "each with objdump's length",
+         "\n".join("%#x %d %r" % (r["pc"], r["len"], insns.get(r["pc"] - bias)) for r in bad[:20]))
+    # a block's instructions follow each other in the program
+    blocks, bad = {}, []
+    for r in ranges:
+        if r["kind"] == "insn":
+            blocks.setdefault(r["block"], []).append(r)
+    for b in blocks.values():
+        for x, y in zip(b, b[1:]):
+            if x["pc"] + x["len"] != y["pc"]:
+                bad.append((x["pc"], x["len"], y["pc"]))
+    t.ok(not bad, "a block's instructions are contiguous in the program (%d blocks)"
+         % len(blocks), "\n".join("%#x+%d != %#x" % b for b in bad[:20]))
+    # position-independent instructions are copied as they are
+    same = diff = 0
+    details = []
+    for r in mine:
+        text = insns.get(r["pc"] - bias, (0, ""))[1]
+        if MOVED.match(text) or "rip" in text or len(r["rest"]) < 2:
+            continue
+        if r["rest"][0] == r["rest"][1]:
+            same += 1
+        else:
+            diff += 1
+            details.append("%#x %s: cache %s program %s" % (r["pc"], text, r["rest"][0],
+                                                            r["rest"][1]))
+    t.ok(same >= 10 and not diff, "copies are the program's bytes at each site (%d)" % same,
+         "\n".join(details[:20]))
+    # hidden code is the runtime's: gs-relative templates, nops, stubs' jumps, sysret's mov
+    bad = []
+    for r in ranges:
+        if r["kind"] in ("hidden", "stub", "lookup") and r["size"]:
+            mn, code = (r["rest"] + ["?", "?"])[:2]
+            if not (code.startswith("65") or code.startswith("48b9") or mn in ("nop", "jmp")):
+                bad.append("%#x %s %s %s" % (r["cache"], r["kind"], mn, code))
+    t.ok(not bad, "hidden ranges hold the runtime's code, not the program's",
+         "\n".join(bad[:20]))
+    c = probe("check", pid)
+    m = re.search(r"checked (\d+) bad (\d+)", c.stdout)
+    t.ok(c.returncode == 0 and m and int(m.group(1)) > 10000 and m.group(2) == "0",
+         "every cache byte maps back as its range says (%s)" % (m.group(1) if m else "?"),
+         c.stdout[-1500:] + c.stderr)
+    return ranges
+
+
+def copies(pid, pc):
+    r = probe("copies", pid, "%#x" % pc)
+    out = []
+    for ln in r.stdout.splitlines():
+        p = ln.split()
+        if p[0] == "copy":
+            out.append((int(p[1], 16), int(p[3]), p[4]))
+    return out
+
+
+if not TRACEPAD:
+    t.bail("TRACEPAD is not set")
+
+# the run without breakpoints
+r = Run()
+first = r.line()
+r.send()
+base_out, base_status, base = r.finish()
+t.ok(base and base_status == 7 and "result" in base_out,
+     "map-target runs under the dbt engine", (base_out, base_status, r.err[-500:]))
+base_n = base["instructions"] if base else None
+
+# the mapping, and a breakpoint set and removed before it is reached again
+r, pid, work, later = start()
+ranges = check_mapping(pid, work)
+orig = probe("text", pid, "%#x" % work, 4).stdout.split("\n")[0].split()[1:]
+cps = copies(pid, work)
+t.ok(cps and all(c[2] != "cc" for c in cps), "work() has cache copies, none with an int3", cps)
+ins = probe("insert", pid, "%#x" % work)
+t.ok(ins.returncode == 0, "a breakpoint on work()", ins.stdout + ins.stderr)
+cps2 = copies(pid, work)
+t.ok(cps2 and all(c[2] == "cc" for c in cps2 if not c[1]), "an int3 in each copy of work()",
+     cps2)
+txt = probe("text", pid, "%#x" % work, 4).stdout.split("\n")
+t.eq(txt[0].split()[1:], orig, "the program's text reads as its own bytes")
+t.eq(txt[1].split()[1:], ["cc"] + orig[1:], "... or with the int3 as a debugger wrote it")
+again = probe("insert", pid, "%#x" % work)
+t.ok(again.returncode != 0 and "-17" in again.stdout, "a second one there is refused",
+     again.stdout)
+rm = probe("remove", pid, "%#x" % work)
+t.ok(rm.returncode == 0, "the breakpoint removed", rm.stdout + rm.stderr)
+t.eq(copies(pid, work), cps, "every copy of work() has its code back")
+r.send()
+out, status, rep = r.finish()
+t.eq(normal(out), normal(base_out), "the output is the program's")
+t.eq(status, 7, "its exit status")
+t.eq(rep["instructions"] if rep else None, base_n, "the count is exact")
+
+# breakpoints hit: on work() (translated) and later() (not translated yet)
+r, pid, work, later = start()
+t.ok(not copies(pid, later), "later() is not translated yet")
+for fn in (work, later):
+    ins = probe("insert", pid, "%#x" % fn)
+    t.ok(ins.returncode == 0, "a breakpoint at %#x" % fn, ins.stdout + ins.stderr)
+r.send()
+for name, fn in (("later", later), ("work", work)):
+    ln = r.line()
+    m = re.match(r"trap code (\d+) rip (0x[0-9a-f]+)$", ln or "")
+    t.ok(m and int(m.group(2), 16) == fn + 1 and int(m.group(1)) == 128,
+         "SIGTRAP in %s(): the handler reads its address + 1 (%#x)" % (name, fn + 1), ln)
+    if name == "later":
+        cps = copies(pid, later)
+        t.ok(cps and all(c[2] == "cc" for c in cps),
+             "later(), translated after the breakpoint was set, has the int3", cps)
+    rm = probe("remove", pid, "%#x" % fn)
+    t.ok(rm.returncode == 0, "its breakpoint removed", rm.stdout + rm.stderr)
+    r.send()
+out, status, rep = r.finish()
+t.eq(normal(out)[-1:], normal(base_out)[-1:], "then the program ends as without them")
+t.eq(status, 7, "its exit status")
+t.ok(rep and base_n and rep["instructions"] > base_n,
+     "the count includes the handlers' instructions",
+     (rep["instructions"] if rep else None, base_n))
+t.done()
