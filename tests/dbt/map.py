@@ -116,16 +116,15 @@ def objdump_insns(path):
     return insns
 
 
-def text_ranges(pid):
-    """The target's executable mappings."""
-    real = os.path.realpath(TARGET)
+def exec_maps(pid):
+    """[(start, end, file offset, path)] of the files mapped executable."""
     out = []
     with open("/proc/%d/maps" % pid) as f:
         for ln in f:
             parts = ln.split()
-            if len(parts) >= 6 and "x" in parts[1] and parts[5] == real:
+            if len(parts) >= 6 and "x" in parts[1] and parts[5].startswith("/"):
                 lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                out.append((lo, hi))
+                out.append((lo, hi, int(parts[2], 16), parts[5]))
     return out
 
 
@@ -158,10 +157,27 @@ def check_mapping(pid, work):
     t.ok(len(ranges) > 1000, "the repositories hold the translations (%d ranges)" % len(ranges))
     bias = work - nm(TARGET, "work")
     insns = objdump_insns(TARGET)
-    texts = text_ranges(pid)
-    mine = [r for r in ranges if r["kind"] == "insn" and any(lo <= r["pc"] < hi
-                                                             for lo, hi in texts)]
+    maps = exec_maps(pid)
+    real = os.path.realpath(TARGET)
+    mine = [r for r in ranges if r["kind"] == "insn" and any(
+        lo <= r["pc"] < hi and path == real for lo, hi, _, path in maps)]
     t.ok(len(mine) >= 20, "instructions of the target's text are recorded (%d)" % len(mine))
+    # the loader's and libc's too (their text segments are mapped at their file offsets)
+    other, bad = 0, []
+    for lo, hi, off, path in maps:
+        if path == real:
+            continue
+        theirs = [r for r in ranges if r["kind"] == "insn" and lo <= r["pc"] < hi]
+        if not theirs:
+            continue
+        known = objdump_insns(path)
+        for r in theirs:
+            link = r["pc"] - lo + off
+            other += 1
+            if known.get(link, (None,))[0] != r["len"]:
+                bad.append("%s %#x len %d: %r" % (path, link, r["len"], known.get(link)))
+    t.ok(other >= 1000 and not bad, "so are the loader's and libc's (%d), each an instruction "
+         "of objdump's decoding, with its length" % other, "\n".join(bad[:20]))
     bad = [r for r in mine if r["pc"] - bias not in insns]
     t.ok(not bad, "each is an instruction boundary of objdump's decoding",
          "\n".join("%#x" % r["pc"] for r in bad[:20]))
