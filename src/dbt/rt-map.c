@@ -191,13 +191,11 @@ void tp_dbt_map_unbreak(uint64_t pc, uint8_t *code, size_t n)
 
 /* Every site of @r as the breakpoints say: an int3, or the byte translated.  A tracer may
  * be changing them meanwhile (bp_seq odd): passes are made until none overlapped one. */
-static void bp_plant(const struct area *a, const struct tp_dbt_map_rec *r)
+static void bp_plant(const struct area *a, uint64_t cache, uint64_t pc)
 {
+	static uint32_t dead_seq; /* the (odd) word as a tracer that died left it */
 	struct tp_dbt_map_head *h = M.head;
-	uint8_t *code = (uint8_t *)(uintptr_t)(a->rw + (r->cache - a->rx));
-
-	if (M.ready <= 0 || !M.head)
-		return;
+	uint8_t *code = (uint8_t *)(uintptr_t)(a->rw + (cache - a->rx));
 
 	/* the record is published: from here a tracer that begins sees it, or we see it */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -207,24 +205,27 @@ static void bp_plant(const struct area *a, const struct tp_dbt_map_rec *r)
 
 		if (s1 & 1) {
 			/* a tracer killed in the middle must not hold the program up */
-			if (++spins % 256 == 0 &&
-			    tp_raw2(SYS_kill, __atomic_load_n(&h->bp_writer, __ATOMIC_RELAXED),
-				    0) == -ESRCH)
+			if (s1 == dead_seq ||
+			    (++spins % 256 == 0 &&
+			     tp_raw2(SYS_kill, __atomic_load_n(&h->bp_writer, __ATOMIC_RELAXED),
+				     0) == -ESRCH)) {
 				dead = 1;
-			else {
+				dead_seq = s1;
+			} else {
 				tp_raw0(SYS_sched_yield);
 				continue;
 			}
 		}
 		if (!pass && !__atomic_load_n(&h->nbps, __ATOMIC_ACQUIRE) && !dead)
 			goto check;
-		for (uint32_t i = 0; i < r->n; i++) {
-			const struct tp_dbt_map_mark *m = &r->mark[i];
+		/* the marks as this runtime wrote them, not as the shared record now says */
+		for (uint32_t i = 0; i < M.n; i++) {
+			const struct tp_dbt_map_mark *m = &M.marks[i];
 			uint8_t want;
 
 			if (m->prog >> TP_DBT_MK_SHIFT != TP_DBT_MK_INSN)
 				continue;
-			want = bp_find(r->pc + (m->prog & TP_DBT_MK_OFF)) ? INT3 : m->byte;
+			want = bp_find(pc + (m->prog & TP_DBT_MK_OFF)) ? INT3 : m->byte;
 			if (code[m->cache_off] != want)
 				__atomic_store_n(&code[m->cache_off], want, __ATOMIC_RELEASE);
 		}
@@ -278,7 +279,7 @@ void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t
 	a->pub->used = a->used;
 	__atomic_store_n(&a->pub->nrec, a->nrec, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&M.head->gen, 1, __ATOMIC_RELEASE);
-	bp_plant(a, r);
+	bp_plant(a, cache, pc);
 }
 
 static const struct tp_dbt_map_rec *rec_at(const struct area *a, uint64_t i)
