@@ -332,6 +332,36 @@ uint64_t tp_dbt_map_program_pc(uint64_t cpc)
 	return r->pc + (m->prog & TP_DBT_MK_OFF);
 }
 
+int tp_dbt_map_rewound(uint64_t cpc, uint64_t shown, uint64_t pc)
+{
+	struct area *a = area_of(cpc - 1);
+	uint64_t lo = 0, hi;
+	const struct tp_dbt_map_rec *r;
+
+	if (!a || shown != pc + 1)
+		return 0;
+	hi = __atomic_load_n(&a->nrec, __ATOMIC_ACQUIRE);
+	while (lo < hi) {
+		uint64_t mid = (lo + hi) / 2;
+
+		if (!(r = rec_at(a, mid)))
+			return 0;
+		if (r->cache <= cpc - 1)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || !(r = rec_at(a, lo - 1)) || cpc - 1 - r->cache >= r->len || r->n > MARKS)
+		return 0;
+	/* cpc - 1 is where the code of the instruction at pc begins */
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->mark[i].cache_off == cpc - 1 - r->cache &&
+		    r->mark[i].prog >> TP_DBT_MK_SHIFT == TP_DBT_MK_INSN &&
+		    r->pc + (r->mark[i].prog & TP_DBT_MK_OFF) == pc)
+			return 1;
+	return 0;
+}
+
 void tp_dbt_map_stale(uint64_t start, uint64_t end)
 {
 	int marked = 0;

@@ -115,6 +115,10 @@ void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int kind) TP_DBT_HIDDE
 void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t len, uint64_t pc,
 		       uint64_t end) TP_DBT_HIDDEN;
 uint64_t tp_dbt_map_program_pc(uint64_t cache_pc) TP_DBT_HIDDEN;
+/* A handler shown @shown for the interrupted @cache_pc set the pc to @pc, the address of
+ * the int3 it trapped at (as a debugger does): go on at that int3's site, in the same
+ * copy, whose count was taken at its block's entry. */
+int tp_dbt_map_rewound(uint64_t cache_pc, uint64_t shown, uint64_t pc) TP_DBT_HIDDEN;
 /* The program's bytes where a debugger wrote an int3 into code fetched at @pc. */
 void tp_dbt_map_unbreak(uint64_t pc, uint8_t *code, size_t n) TP_DBT_HIDDEN;
 /* Records of program code in [@start, @end) are stale (no breakpoint goes there). */
