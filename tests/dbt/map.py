@@ -240,14 +240,29 @@ def copies(pid, pc):
 if not TRACEPAD:
     t.bail("TRACEPAD is not set")
 
+def result(out):
+    return [ln for ln in out.splitlines() if ln.startswith("result ")]
+
+
+def seen(out):
+    """si_code and pc of the two traps the handler saw."""
+    m = re.search(r"^seen ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16}) ([0-9a-f]{16})$", out,
+                  re.M)
+    return [int(x, 16) for x in m.groups()] if m else None
+
+
+def instructions(rep):
+    return rep["instructions"] if rep else None
+
+
 # the run without breakpoints
 r = Run()
 first = r.line()
-r.send()
+r.send("g\n")
 base_out, base_status, base = r.finish()
-t.ok(base and base_status == 7 and "result" in base_out,
+t.ok(base and base_status == 7 and result(base_out) and seen(base_out) == [0, 0, 0, 0],
      "map-target runs under the dbt engine", (base_out, base_status, r.err[-500:]))
-base_n = base["instructions"] if base else None
+base_n = instructions(base)
 
 # the mapping, and a breakpoint set and removed before it is reached again
 r, pid, work, later = start()
@@ -269,11 +284,24 @@ t.ok(again.returncode != 0 and "-17" in again.stdout, "a second one there is ref
 rm = probe("remove", pid, "%#x" % work)
 t.ok(rm.returncode == 0, "the breakpoint removed", rm.stdout + rm.stderr)
 t.eq(copies(pid, work), cps, "every copy of work() has its code back")
-r.send()
+r.send("g\n")
 out, status, rep = r.finish()
 t.eq(normal(out), normal(base_out), "the output is the program's")
 t.eq(status, 7, "its exit status")
-t.eq(rep["instructions"] if rep else None, base_n, "the count is exact")
+t.eq(instructions(rep), base_n, "the count is exact")
+
+# the reference: two int3s of the program's own, its handler going on after each
+r, pid, work, later = start()
+r.send("r\n")
+for i in range(2):
+    ln = r.line()
+    t.eq(ln, "trap", "the program's own int3 %d reaches its handler" % (i + 1))
+    r.send("\n")
+out, status, ref = r.finish()
+t.eq(result(out), result(base_out), "the reference run's result is the program's")
+ref_seen = seen(out)
+t.ok(ref_seen and ref_seen[0] == ref_seen[2] == 128, "its handler saw SIGTRAP from int3s",
+     ref_seen)
 
 # breakpoints hit: on work() (translated) and later() (not translated yet)
 r, pid, work, later = start()
@@ -281,23 +309,23 @@ t.ok(not copies(pid, later), "later() is not translated yet")
 for fn in (work, later):
     ins = probe("insert", pid, "%#x" % fn)
     t.ok(ins.returncode == 0, "a breakpoint at %#x" % fn, ins.stdout + ins.stderr)
-r.send()
+r.send("g\n")
 for name, fn in (("later", later), ("work", work)):
     ln = r.line()
-    m = re.match(r"trap code (\d+) rip (0x[0-9a-f]+)$", ln or "")
-    t.ok(m and int(m.group(2), 16) == fn + 1 and int(m.group(1)) == 128,
-         "SIGTRAP in %s(): the handler reads its address + 1 (%#x)" % (name, fn + 1), ln)
+    t.eq(ln, "trap", "SIGTRAP at the breakpoint in %s()" % name)
     if name == "later":
         cps = copies(pid, later)
         t.ok(cps and all(c[2] == "cc" for c in cps),
              "later(), translated after the breakpoint was set, has the int3", cps)
     rm = probe("remove", pid, "%#x" % fn)
     t.ok(rm.returncode == 0, "its breakpoint removed", rm.stdout + rm.stderr)
-    r.send()
+    r.send("\n")
 out, status, rep = r.finish()
-t.eq(normal(out)[-1:], normal(base_out)[-1:], "then the program ends as without them")
+hit = seen(out)
+t.eq(hit, [128, later + 1, 128, work + 1],
+     "the handler read each function's address + 1, as after a native int3")
+t.eq(result(out), result(base_out), "then the program ends as without them")
 t.eq(status, 7, "its exit status")
-t.ok(rep and base_n and rep["instructions"] > base_n,
-     "the count includes the handlers' instructions",
-     (rep["instructions"] if rep else None, base_n))
+t.eq(instructions(rep), instructions(ref) - 2 if ref else None,
+     "the count is the program's: the reference's but its two int3s")
 t.done()
