@@ -9,7 +9,8 @@ range says; hidden ranges hold the runtime's templates, not program code.  Break
 set on a function already translated and removed before it runs again leaves the output, the
 exit status and the count exact; set on it and on one not translated yet, the target's
 SIGTRAP handler sees each function's address + 1 (as after a native int3), and with them
-removed the program ends as it does without them.
+removed the program ends as it does without them, its count that of a reference run where
+the program executes two int3s of its own instead (the same handler runs), less those two.
 
 argv: map-probe, map-target.  Environment: TRACEPAD."""
 import json
