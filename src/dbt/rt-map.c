@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "dbt/map-abi.h"
@@ -30,7 +31,8 @@ static struct {
 	struct tp_dbt_map_head *head;
 	struct tp_dbt_map_bp *bps;
 	int fd;
-	int ready; /* 1: mapped, -1: could not be */
+	uint64_t ino; /* the memfd's, to know the fd still names it */
+	int ready;    /* 1: mapped, -1: could not be */
 	struct area areas[TP_DBT_MAP_AREAS];
 	int nareas;
 	struct tp_dbt_map_mark marks[MARKS];
@@ -81,6 +83,13 @@ static long map_file(uint64_t at, long *fdp)
 	return r;
 }
 
+static uint64_t fd_ino(long fd)
+{
+	struct stat st;
+
+	return fd >= 0 && !tp_raw2(SYS_fstat, fd, &st) ? (uint64_t)st.st_ino : 0;
+}
+
 static int map_init(void)
 {
 	long fd = -1, at;
@@ -99,6 +108,7 @@ static int map_init(void)
 		}
 	}
 	M.fd = (int)fd;
+	M.ino = fd_ino(fd);
 	M.head = (struct tp_dbt_map_head *)(uintptr_t)at;
 	head_init(M.head);
 	M.bps = (struct tp_dbt_map_bp *)(uintptr_t)(at + M.head->bps_off);
@@ -411,7 +421,7 @@ void tp_dbt_map_chunk_reset(uint64_t chunk)
 void tp_dbt_map_forked(void)
 {
 	uint8_t *old = (uint8_t *)(uintptr_t)TP_DBT_MAP_AT, *copy;
-	long fd = -1, at;
+	long fd = -1, at, moved;
 
 	if (M.ready <= 0 || M.fd < 0)
 		return; /* a private map: the fork copied it */
@@ -431,12 +441,23 @@ void tp_dbt_map_forked(void)
 		memcpy(copy + TP_DBT_MAP_RECS_OFF(k), old + TP_DBT_MAP_RECS_OFF(k),
 		       M.areas[k].used);
 	}
-	tp_raw6(SYS_mmap, TP_DBT_MAP_AT, TP_DBT_MAP_SIZE, PROT_READ | PROT_WRITE,
-		MAP_SHARED | MAP_FIXED, fd, 0);
+	moved = tp_raw6(SYS_mmap, TP_DBT_MAP_AT, TP_DBT_MAP_SIZE, PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_FIXED, fd, 0);
 	tp_raw2(SYS_munmap, at, TP_DBT_MAP_SIZE);
-	/* the child's fd of the same number names its own copy */
-	tp_raw3(SYS_dup3, fd, M.fd, O_CLOEXEC);
-	tp_raw1(SYS_close, fd);
+	if (tp_raw_failed(moved)) {
+		tp_raw1(SYS_close, fd);
+		M.ready = -1;
+		__atomic_store_n(&M.nareas, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	/* the child's fd of the same number names its own copy, unless the program closed
+	 * the parent's and the number is one of its files now */
+	if (fd_ino(M.fd) == M.ino && tp_raw3(SYS_dup3, fd, M.fd, O_CLOEXEC) >= 0) {
+		tp_raw1(SYS_close, fd);
+	} else {
+		M.fd = (int)fd;
+	}
+	M.ino = fd_ino(M.fd);
 	M.head->pid = (int32_t)tp_raw0(SYS_getpid);
 	M.head->bp_seq &= ~1u; /* a writer of the parent's is not ours */
 }
