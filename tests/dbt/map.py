@@ -12,7 +12,10 @@ SIGTRAP handler sees each function's address + 1 (as after a native int3), and w
 removed the program ends as it does without them, its count that of a reference run where
 the program executes two int3s of its own instead (the same handler runs), less those two.
 
-argv: map-probe, map-target.  Environment: TRACEPAD."""
+A forked child (map-fork) has repositories of its own: both map back, and a breakpoint set
+in the child's is in none of the parent's copies.
+
+argv: map-probe, map-target, map-fork.  Environment: TRACEPAD."""
 import json
 import os
 import re
@@ -27,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import Tap  # noqa: E402
 
 t = Tap("dbt-map")
-PROBE, TARGET = sys.argv[1], sys.argv[2]
+PROBE, TARGET, FORK = sys.argv[1], sys.argv[2], sys.argv[3]
 TRACEPAD = os.environ.get("TRACEPAD", "")
 TIMEOUT = 60
 
@@ -44,12 +47,12 @@ def probe(*args):
 class Run:
     """map-target under tracepad count --engine dbt, talked to line by line."""
 
-    def __init__(self):
+    def __init__(self, prog=None):
         fd, self.json = tempfile.mkstemp(prefix="tp-dbtmap-", suffix=".json")
         os.close(fd)
         os.unlink(self.json)
         self.p = subprocess.Popen([TRACEPAD, "count", "--engine", "dbt", "--json", "-o",
-                                   self.json, "--", TARGET], stdin=subprocess.PIPE,
+                                   self.json, "--", prog or TARGET], stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.buf = b""
         self.out = ""
@@ -329,4 +332,45 @@ t.eq(result(out), result(base_out), "then the program ends as without them")
 t.eq(status, 7, "its exit status")
 t.eq(instructions(rep), instructions(ref) - 2 if ref else None,
      "the count is the program's: the reference's but its two int3s")
+
+
+def memfd_ino(pid):
+    d = "/proc/%d/fd" % pid
+    for n in os.listdir(d):
+        try:
+            if os.readlink(os.path.join(d, n)).startswith("/memfd:tracepad-dbt-map"):
+                return os.stat(os.path.join(d, n)).st_ino
+        except OSError:
+            pass
+    return None
+
+
+# a forked child's repositories are its own
+r = Run(FORK)
+procs = {}
+for _ in range(2):
+    m = re.match(r"(parent|child) (\d+) work (0x[0-9a-f]+) \d+$", r.line() or "")
+    if m:
+        procs[m.group(1)] = (int(m.group(2)), int(m.group(3), 16))
+if t.ok(len(procs) == 2, "map-fork's parent and child run", procs):
+    (ppid, work), (cpid, _) = procs["parent"], procs["child"]
+    for who, pid in (("parent", ppid), ("child", cpid)):
+        c = probe("check", pid)
+        m = re.search(r"checked (\d+) bad (\d+)", c.stdout)
+        t.ok(c.returncode == 0 and m and int(m.group(1)) > 10000 and m.group(2) == "0",
+             "the %s's repositories map back" % who, c.stdout[-1000:] + c.stderr)
+    pi, ci = memfd_ino(ppid), memfd_ino(cpid)
+    t.ok(pi and ci and pi != ci, "each in a memfd of its own", (pi, ci))
+    ins = probe("insert", cpid, "%#x" % work)
+    t.ok(ins.returncode == 0, "a breakpoint on work() in the child", ins.stdout + ins.stderr)
+    cc, pc = copies(cpid, work), copies(ppid, work)
+    t.ok(cc and all(c[2] == "cc" for c in cc if not c[1]), "an int3 in the child's copies", cc)
+    t.ok(pc and all(c[2] != "cc" for c in pc), "none in the parent's", pc)
+    rm = probe("remove", cpid, "%#x" % work)
+    t.ok(rm.returncode == 0, "removed", rm.stdout + rm.stderr)
+    r.send("\n")
+    r.send("\n")
+out, status, rep = r.finish()
+t.ok("child done" in out and "parent done, child status 3" in out and status == 0 and rep,
+     "both end as they would", (out, status, r.err[-300:]))
 t.done()
