@@ -75,8 +75,9 @@ int tp_dbt_map_foreach(struct tp_dbt_map *m, int (*fn)(const struct tp_dbt_range
 		       void *arg);
 
 /* A breakpoint at program address @pc: an int3 in every live copy now, and in those made
- * later.  The program's text is not written.  -EEXIST when set already, -ENOSPC when the
- * table is full, -errno when the program's memory cannot be read or written. */
+ * later, also of code mapped there again after an unmap (it stays until removed).  The
+ * program's text is not written.  -EEXIST when set already, -ENOSPC when the table is full,
+ * -errno when the program's memory at @pc cannot be read (nothing mapped) or written. */
 int tp_dbt_map_bp_insert(struct tp_dbt_map *m, uint64_t pc);
 /* ... removed: every copy gets its code back.  -ENOENT when none is set there. */
 int tp_dbt_map_bp_remove(struct tp_dbt_map *m, uint64_t pc);

@@ -13,9 +13,10 @@ removed the program ends as it does without them, its count that of a reference 
 the program executes two int3s of its own instead (the same handler runs), less those two.
 
 A forked child (map-fork) has repositories of its own: both map back, and a breakpoint set
-in the child's is in none of the parent's copies.
+in the child's is in none of the parent's copies.  A breakpoint on code that is unmapped,
+mapped again and retranslated 2000 times (map-jit) traps in every fresh translation.
 
-argv: map-probe, map-target, map-fork.  Environment: TRACEPAD."""
+argv: map-probe, map-target, map-fork, map-jit.  Environment: TRACEPAD."""
 import json
 import os
 import re
@@ -30,7 +31,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from tap import Tap  # noqa: E402
 
 t = Tap("dbt-map")
-PROBE, TARGET, FORK = sys.argv[1], sys.argv[2], sys.argv[3]
+PROBE, TARGET, FORK, JIT = sys.argv[1:5]
 TRACEPAD = os.environ.get("TRACEPAD", "")
 TIMEOUT = 60
 
@@ -373,4 +374,16 @@ if t.ok(len(procs) == 2, "map-fork's parent and child run", procs):
 out, status, rep = r.finish()
 t.ok("child done" in out and "parent done, child status 3" in out and status == 0 and rep,
      "both end as they would", (out, status, r.err[-300:]))
+
+# a breakpoint in every fresh translation of code mapped again and again
+r = Run(JIT)
+m = re.match(r"pid (\d+) code (0x[0-9a-f]+)$", r.line() or "")
+if t.ok(m, "map-jit runs"):
+    ins = probe("insert", m.group(1), m.group(2))
+    t.ok(ins.returncode == 0, "a breakpoint on its code, not run yet",
+         ins.stdout + ins.stderr)
+    r.send()
+out, status, rep = r.finish()
+t.ok(re.search(r"^sum right traps 2000 wrong pc 0 rounds 2000$", out, re.M) and status == 0,
+     "each of its 2000 translations trapped once, at the code's address + 1", out)
 t.done()
