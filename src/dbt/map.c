@@ -13,10 +13,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/hash.h"
 #include "dbt/map-abi.h"
 #include "dbt/map.h"
 
 #define INT3 0xcc
+
+/* One instruction's code in the cache, for the index by program address. */
+struct site {
+	uint32_t area, rec; /* the record: its area and offset */
+	uint32_t mark;
+	uint32_t next; /* the next site of the same program address + 1, 0 at the end */
+};
 
 struct tp_dbt_map {
 	pid_t pid;
@@ -25,6 +33,12 @@ struct tp_dbt_map {
 	struct tp_dbt_map_head *head;
 	struct tp_dbt_map_area *areas;
 	struct tp_dbt_map_bp *bps;
+	/* program address -> its sites (index + 1 of the newest), grown as records come */
+	struct tp_hash index;
+	struct site *sites;
+	size_t nsites, cap;
+	uint64_t done[TP_DBT_MAP_AREAS]; /* records indexed, by area */
+	uint32_t epoch[TP_DBT_MAP_AREAS];
 };
 
 uint64_t tp_dbt_map_generation(const struct tp_dbt_map *m)
@@ -122,6 +136,8 @@ void tp_dbt_map_close(struct tp_dbt_map *m)
 	if (m->mem >= 0)
 		close(m->mem);
 	munmap(m->base, TP_DBT_MAP_SIZE);
+	tp_hash_release(&m->index);
+	free(m->sites);
 	free(m);
 }
 
@@ -177,6 +193,77 @@ static uint32_t nareas(struct tp_dbt_map *m)
 	uint32_t n = __atomic_load_n(&m->head->nareas, __ATOMIC_ACQUIRE);
 
 	return n > TP_DBT_MAP_AREAS ? TP_DBT_MAP_AREAS : n;
+}
+
+static int index_add(struct tp_dbt_map *m, uint64_t pc, uint32_t k, uint32_t rec, uint32_t mark)
+{
+	uint64_t *head = tp_hash_get(&m->index, pc);
+	struct site *st;
+
+	if (m->nsites == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 4096;
+		struct site *n = realloc(m->sites, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		m->sites = n;
+		m->cap = cap;
+	}
+	st = &m->sites[m->nsites];
+	st->area = k;
+	st->rec = rec;
+	st->mark = mark;
+	st->next = head ? (uint32_t)*head : 0;
+	if (tp_hash_put(&m->index, pc, m->nsites + 1))
+		return -ENOMEM;
+	m->nsites++;
+	return 0;
+}
+
+/* Index the records published since the last call (records are never changed but for
+ * flags; an area that was emptied since makes the index start over). */
+static int index_update(struct tp_dbt_map *m)
+{
+	for (uint32_t k = 0; k < nareas(m); k++) {
+		struct view v;
+		int err = view_get(m, k, &v);
+
+		if (err == -EAGAIN)
+			continue;
+		if (err)
+			return err;
+		if (v.epoch != m->epoch[k]) {
+			tp_hash_release(&m->index);
+			m->nsites = 0;
+			memset(m->done, 0, sizeof(m->done));
+			for (uint32_t j = 0; j < TP_DBT_MAP_AREAS; j++)
+				m->epoch[j] = __atomic_load_n(&m->areas[j].epoch, __ATOMIC_ACQUIRE);
+			return index_update(m);
+		}
+		for (; m->done[k] < v.nrec; m->done[k]++) {
+			const struct tp_dbt_map_rec *r = view_rec(&v, m->done[k]);
+
+			if (!r)
+				return -EPROTO;
+			for (uint32_t j = 0; j < r->n; j++) {
+				const struct tp_dbt_map_mark *mk = &r->mark[j];
+
+				if (mk->prog >> TP_DBT_MK_SHIFT == TP_DBT_MK_INSN &&
+				    (err = index_add(m, r->pc + (mk->prog & TP_DBT_MK_OFF), k,
+						     (uint32_t)((const uint8_t *)r - v.recs), j)))
+					return err;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The record of site @st, NULL when its area was emptied since. */
+static const struct tp_dbt_map_rec *site_rec(struct tp_dbt_map *m, const struct site *st)
+{
+	if (__atomic_load_n(&m->areas[st->area].epoch, __ATOMIC_ACQUIRE) != m->epoch[st->area])
+		return NULL;
+	return (const void *)(m->base + TP_DBT_MAP_RECS_OFF(st->area) + st->rec);
 }
 
 static uint64_t read_u64(struct tp_dbt_map *m, uint64_t at)
@@ -311,8 +398,23 @@ static int copy_one(const struct tp_dbt_range *r, void *arg)
 size_t tp_dbt_map_copies(struct tp_dbt_map *m, uint64_t pc, struct tp_dbt_copy *out, size_t max)
 {
 	struct copies c = {pc, out, max, 0};
+	uint64_t *head;
 
-	tp_dbt_map_foreach(m, copy_one, &c);
+	if (index_update(m)) {
+		tp_dbt_map_foreach(m, copy_one, &c); /* no memory for the index: a scan */
+		return c.n;
+	}
+	head = tp_hash_get(&m->index, pc);
+	for (uint32_t i = head ? (uint32_t)*head : 0; i; i = m->sites[i - 1].next) {
+		const struct site *st = &m->sites[i - 1];
+		const struct tp_dbt_map_rec *r = site_rec(m, st);
+		struct tp_dbt_range rg;
+
+		if (!r)
+			continue;
+		range_of(m, r, st->mark, &rg);
+		copy_one(&rg, &c);
+	}
 	return c.n;
 }
 
@@ -373,14 +475,6 @@ static long bp_slot(struct tp_dbt_map *m, uint64_t pc, int *found)
 	return spare;
 }
 
-struct patch {
-	struct tp_dbt_map *m;
-	uint64_t pc;
-	int insert;
-	int err;
-	uint32_t k; /* the area being walked */
-};
-
 /* Write @byte at cache address @at through the chunk's writable view. */
 static int code_write(struct tp_dbt_map *m, uint64_t at, uint8_t byte)
 {
@@ -404,39 +498,31 @@ static int code_read(struct tp_dbt_map *m, uint64_t at, uint8_t *byte)
 /* Plant or take back the int3 at every site of one instruction. */
 static int bp_patch(struct tp_dbt_map *m, uint64_t pc, int insert)
 {
-	int err = 0;
+	uint64_t *head;
+	int err = index_update(m);
 
-	for (uint32_t k = 0; k < nareas(m); k++) {
-		struct view v;
+	if (err)
+		return err;
+	head = tp_hash_get(&m->index, pc);
+	for (uint32_t i = head ? (uint32_t)*head : 0; i; i = m->sites[i - 1].next) {
+		const struct site *st = &m->sites[i - 1];
+		const struct tp_dbt_map_rec *r = site_rec(m, st);
+		const struct tp_dbt_map_mark *k;
+		uint64_t site;
+		int stale, e = 0;
+		uint8_t now;
 
-		if (view_get(m, k, &v))
+		if (!r)
 			continue;
-		for (uint64_t i = 0; i < v.nrec; i++) {
-			const struct tp_dbt_map_rec *r = view_rec(&v, i);
-			int stale;
-
-			if (!r)
-				return -EPROTO;
-			if (pc < r->pc || pc - r->pc > TP_DBT_MK_OFF)
-				continue;
-			stale = !!(__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & TP_DBT_REC_STALE);
-			for (uint32_t j = 0; j < r->n; j++) {
-				const struct tp_dbt_map_mark *k2 = &r->mark[j];
-				uint64_t site = r->cache + k2->cache_off;
-				uint8_t now;
-				int e = 0;
-
-				if (k2->prog >> TP_DBT_MK_SHIFT != TP_DBT_MK_INSN ||
-				    r->pc + (k2->prog & TP_DBT_MK_OFF) != pc)
-					continue;
-				if (insert && !stale)
-					e = code_write(m, site, INT3);
-				else if (!insert && !code_read(m, site, &now) && now != k2->byte)
-					e = code_write(m, site, k2->byte);
-				if (e && !err)
-					err = e;
-			}
-		}
+		k = &r->mark[st->mark];
+		site = r->cache + k->cache_off;
+		stale = !!(__atomic_load_n(&r->flags, __ATOMIC_ACQUIRE) & TP_DBT_REC_STALE);
+		if (insert && !stale)
+			e = code_write(m, site, INT3);
+		else if (!insert && !code_read(m, site, &now) && now != k->byte)
+			e = code_write(m, site, k->byte);
+		if (e && !err)
+			err = e;
 	}
 	return err;
 }
