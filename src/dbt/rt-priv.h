@@ -106,10 +106,10 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
 
 /* rt-map.c, the mapping and breakpoint repositories (map-abi.h): the marks of the block
- * being translated (offsets from its start; @kind: an instruction's code 0, an exit stub 1,
- * hidden code before the instruction at @prog_off 2, an indirect branch's lookup 3), then
- * its record, where breakpoints are planted; the program address of a cache address, 0
- * when it has none. */
+ * being translated (offsets from its start; @kind a TP_DBT_MK_*: where an instruction's
+ * code begins, an exit stub, hidden code before the instruction at @prog_off, an indirect
+ * branch's lookup), then its record, where breakpoints are planted; the program address
+ * of a cache address, 0 when it has none. */
 void tp_dbt_map_begin(void) TP_DBT_HIDDEN;
 void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int kind) TP_DBT_HIDDEN;
 void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t len, uint64_t pc,
