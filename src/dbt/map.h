@@ -17,8 +17,10 @@
 
 struct tp_dbt_map;
 
-/* Open the repositories of @pid (the memfd the runtime keeps among its fds); -ENOENT when
- * the process runs no code cache (or closed that fd: then pass an fd of it to _open_fd). */
+/* Open the repositories of @pid, a process or one of its threads (the memfd the runtime
+ * keeps among its fds); -ENOENT when the process runs no code cache (or closed that fd:
+ * then pass an fd of it to _open_fd), -EAGAIN for a forked child that has no copy of its
+ * own yet (or a vfork child: its parent's are its own). */
 int tp_dbt_map_open(pid_t pid, struct tp_dbt_map **out);
 /* ... from @fd, an open descriptor of the memfd (not taken over: the caller closes it). */
 int tp_dbt_map_open_fd(pid_t pid, int fd, struct tp_dbt_map **out);
