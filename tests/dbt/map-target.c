@@ -4,8 +4,9 @@
  * "trap", waits for a line (the breakpoint is removed meanwhile) and goes back to the int3's
  * address, as a debugger would.  With "r" as the line, the program executes an int3 of its
  * own before each call instead, and its handler goes on after it: the same instructions
- * but those two int3s, so that map.py compares counts.  What a handler saw is printed at
- * the end with code whose instruction count does not depend on the values. */
+ * but those two int3s, so that map.py compares counts.  With "k", there is no handler.  What a
+ * handler saw is printed at the end with code whose instruction count does not depend on the
+ * values. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -69,7 +70,7 @@ int main(void)
 	char line[4 * 17 + 1];
 	struct sigaction sa;
 	unsigned a, b, c;
-	int ref;
+	int ref, mode;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = on_trap;
@@ -79,7 +80,10 @@ int main(void)
 	printf("pid %d work %#lx later %#lx first %u\n", (int)getpid(), (unsigned long)&work,
 	       (unsigned long)&later, a);
 	fflush(stdout);
-	ref = wait_line() == 'r';
+	mode = wait_line();
+	if (mode == 'k') /* no handler: a breakpoint kills, as natively */
+		signal(SIGTRAP, SIG_DFL);
+	ref = mode == 'r';
 	back = 1 - (unsigned)ref;
 	maybe_trap(ref);
 	c = later(a);

@@ -10,7 +10,8 @@ set on a function already translated and removed before it runs again leaves the
 exit status and the count exact; set on it and on one not translated yet, the target's
 SIGTRAP handler sees each function's address + 1 (as after a native int3), and with them
 removed the program ends as it does without them, its count that of a reference run where
-the program executes two int3s of its own instead (the same handler runs), less those two.
+the program executes two int3s of its own instead (the same handler runs), less those two;
+without a handler, SIGTRAP kills it as a native int3 would.
 
 A forked child (map-fork) has repositories of its own: both map back, and a breakpoint set
 in the child's is in none of the parent's copies.  A breakpoint on code that is unmapped,
@@ -340,6 +341,16 @@ t.eq(result(out), result(base_out), "then the program ends as without them")
 t.eq(status, 7, "its exit status")
 t.eq(instructions(rep), instructions(ref) - 2 if ref else None,
      "the count is the program's: the reference's but its two int3s")
+
+# no handler: the breakpoint kills the program with SIGTRAP, as a native int3 would
+r, pid, work, later = start()
+ins = probe("insert", pid, "%#x" % later)
+t.ok(ins.returncode == 0, "a breakpoint on later() in a program without a handler",
+     ins.stdout + ins.stderr)
+r.send("k\n")
+out, status, rep = r.finish()
+t.ok(rep and rep["exit"] == {"signal": 5} and not result(out),
+     "SIGTRAP's default action ends it there", (out, rep and rep["exit"], r.err[-300:]))
 
 
 def memfd_ino(pid):
