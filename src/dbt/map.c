@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ static pid_t tgid_of(pid_t tid)
 int tp_dbt_map_open_fd(pid_t pid, int fd, struct tp_dbt_map **out)
 {
 	struct tp_dbt_map *m = calloc(1, sizeof(*m));
+	struct stat st;
 	char path[64];
 	void *at;
 	int err;
@@ -74,6 +76,10 @@ int tp_dbt_map_open_fd(pid_t pid, int fd, struct tp_dbt_map **out)
 	if (!m)
 		return -ENOMEM;
 	m->mem = -1;
+	/* a smaller file would fault where its end is read */
+	err = -EPROTO;
+	if (fstat(fd, &st) || (uint64_t)st.st_size < TP_DBT_MAP_SIZE)
+		goto err_free;
 	at = mmap(NULL, TP_DBT_MAP_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (at == MAP_FAILED) {
 		err = -errno;
