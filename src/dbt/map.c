@@ -393,6 +393,16 @@ int tp_dbt_map_to_program(struct tp_dbt_map *m, uint64_t cpc, struct tp_dbt_pc *
 			out->len = rg.len;
 			if (cpc != rg.cache)
 				out->kind = TP_DBT_PC_INSIDE;
+		} else if (rg.kind == TP_DBT_PC_HIDDEN && i + 1 < r->n) {
+			struct tp_dbt_range next;
+
+			/* where the program goes on, when it is in this block: a place to roll
+			 * ahead to */
+			range_of(m, r, i + 1, &next);
+			if (next.kind == TP_DBT_PC_INSN && next.pc == rg.pc) {
+				out->site = next.cache;
+				out->len = next.len;
+			}
 		}
 		return 0;
 	}

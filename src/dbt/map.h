@@ -41,8 +41,10 @@ enum tp_dbt_pc_kind {
 
 struct tp_dbt_pc {
 	uint64_t pc;   /* the program address */
-	uint64_t site; /* INSN, INSIDE: where the instruction's code begins in the cache */
-	uint32_t len;  /* INSN, INSIDE: the program instruction's length */
+	uint64_t site; /* INSN, INSIDE: where the instruction's code begins in the cache;
+			  HIDDEN: where the next one's does, when it is in the same block (a
+			  place to roll ahead to), else 0 */
+	uint32_t len;  /* the program instruction's length, where site is set */
 	int kind;      /* enum tp_dbt_pc_kind */
 	int stale;     /* its program code was unmapped or reprotected since */
 };

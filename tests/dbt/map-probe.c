@@ -78,7 +78,8 @@ static void check_at(struct ctx *c, const struct tp_dbt_range *r, uint64_t at)
 		want = TP_DBT_PC_INSIDE;
 	c->n++;
 	if (err || pc.kind != want || pc.pc != r->pc ||
-	    (r->kind == TP_DBT_PC_INSN && (pc.site != r->cache || pc.len != r->len))) {
+	    (r->kind == TP_DBT_PC_INSN && (pc.site != r->cache || pc.len != r->len)) ||
+	    (r->kind == TP_DBT_PC_HIDDEN && pc.site && pc.site != r->cache + r->size)) {
 		if (c->bad++ < 20)
 			printf("bad %" PRIx64 ": err %d kind %s pc %" PRIx64 " (range %" PRIx64
 			       " %s pc %" PRIx64 ")\n",
