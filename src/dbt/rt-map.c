@@ -404,7 +404,7 @@ void tp_dbt_map_chunk(uint64_t chunk, uint64_t chunk_rw)
 		a->rw = a->pub->rw = chunk_rw;
 }
 
-void tp_dbt_map_chunk_reset(uint64_t chunk)
+void tp_dbt_map_reset(uint64_t chunk)
 {
 	struct area *a = area_of(chunk);
 

@@ -127,7 +127,7 @@ void tp_dbt_map_stale(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 void tp_dbt_map_forked(void) TP_DBT_HIDDEN;
 void tp_dbt_map_chunk(uint64_t chunk, uint64_t chunk_rw) TP_DBT_HIDDEN;
 /* The chunk at @chunk is emptied to be filled again: its records go. */
-void tp_dbt_map_chunk_reset(uint64_t chunk) TP_DBT_HIDDEN;
+void tp_dbt_map_reset(uint64_t chunk) TP_DBT_HIDDEN;
 
 /* rt-signal.c */
 struct tp_ksigaction;
