@@ -134,6 +134,7 @@ static struct chunk *chunk_new(uint64_t pc)
 
 void tp_dbt_cache_forked(void)
 {
+	tp_dbt_map_forked();
 	for (int i = 0; i < C.nchunks; i++) {
 		struct chunk *c = &C.chunks[i];
 		long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), w = -1,
@@ -158,6 +159,7 @@ void tp_dbt_cache_forked(void)
 		}
 		tp_raw2(SYS_munmap, c->rw, CHUNK_SIZE);
 		c->rw = (uint64_t)w;
+		tp_dbt_map_chunk(c->rx, c->rw);
 	}
 }
 
@@ -219,13 +221,15 @@ static size_t fetch(uint64_t pc, uint8_t *out)
 
 	if (page_left >= TP_ARCH_MAX_INSN_LEN) {
 		memcpy(out, (const void *)(uintptr_t)pc, TP_ARCH_MAX_INSN_LEN);
+		tp_dbt_map_unbreak(pc, out, TP_ARCH_MAX_INSN_LEN);
 		return TP_ARCH_MAX_INSN_LEN;
 	}
 	n = tp_raw6(SYS_process_vm_readv, tp_dbt.pid, (long)&local, 1, (long)&remote, 1, 0);
 	if (n <= 0) {
 		memcpy(out, (const void *)(uintptr_t)pc, page_left);
-		return page_left;
+		n = (long)page_left;
 	}
+	tp_dbt_map_unbreak(pc, out, (size_t)n);
 	return (size_t)n;
 }
 
@@ -282,7 +286,7 @@ static void put_stub(struct tp_arch_writer *w, uint64_t target)
 	if (tp_arch_writer_pc(w) & 7)
 		tp_arch_put_nop(w, 8 - (tp_arch_writer_pc(w) & 7));
 	at = w->len;
-	tp_dbt_map_mark(at, 0, 1);
+	tp_dbt_map_mark(at, 0, TP_DBT_MK_STUB);
 	TPL(w, stub);
 	if (!w->err)
 		memcpy(w->buf + at + TP_DBT_STUB_TARGET, &target, 8);
@@ -371,7 +375,7 @@ static uint64_t translate(uint64_t pc)
 	start = c->rx + c->used;
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
 	tp_dbt_map_begin();
-	tp_dbt_map_mark(0, 0, 0);
+	tp_dbt_map_mark(0, 0, TP_DBT_MK_HIDDEN);
 	if (flags_dead_at(pc)) {
 		TPL(&w, count_add);
 		count_at = w.len - 4;
@@ -398,15 +402,17 @@ static uint64_t translate(uint64_t pc)
 		case TP_INSN_OTHER:
 			if (in.flags & TP_INSN_F_REP) {
 				ninsn--; /* once per iteration, counted as it runs */
+				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_HIDDEN);
 				tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
 						 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
+				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_INSN);
 				err = put_copy(&w, b, &in, cur);
-				tp_dbt_map_mark(w.len, next - pc, 0);
+				tp_dbt_map_mark(w.len, next - pc, TP_DBT_MK_HIDDEN);
 				tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
 						 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
 			} else {
 				err = put_copy(&w, b, &in, cur);
-				tp_dbt_map_mark(w.len, next - pc, 0);
+				tp_dbt_map_mark(w.len, next - pc, TP_DBT_MK_HIDDEN);
 			}
 			break;
 		case TP_INSN_JMP:
@@ -414,8 +420,12 @@ static uint64_t translate(uint64_t pc)
 			if (in.flags & TP_INSN_F_INDIRECT) {
 				TPL(&w, save_rax);
 				err = put_load_target(&w, b, &in);
+				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_LOOKUP);
 				TPL(&w, to_ibl);
 			} else {
+				/* a byte of its own before the stub, for a breakpoint */
+				if (!(tp_arch_writer_pc(&w) & 7))
+					tp_arch_put_nop(&w, 8);
 				put_stub(&w, in.target);
 			}
 			break;
@@ -425,6 +435,7 @@ static uint64_t translate(uint64_t pc)
 				TPL(&w, save_rax);
 				err = put_load_target(&w, b, &in);
 				tp_arch_put_push_u64(&w, next);
+				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_LOOKUP);
 				TPL(&w, to_ibl);
 			} else {
 				tp_arch_put_push_u64(&w, next);
@@ -476,6 +487,7 @@ static uint64_t translate(uint64_t pc)
 				memcpy(&imm, b + op + 1, 2);
 				tp_arch_put_lea_rsp(&w, imm);
 			}
+			tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_LOOKUP);
 			TPL(&w, to_ibl);
 			break;
 		}
@@ -487,7 +499,7 @@ static uint64_t translate(uint64_t pc)
 				put_gate(&w, TP_DBT_GATE_SYSCALL);
 			tp_arch_put_data(&w, b, in.len);
 			at = w.len;
-			tp_dbt_map_mark(at, next - pc, 0);
+			tp_dbt_map_mark(at, next - pc, TP_DBT_MK_HIDDEN);
 			TPL(&w, sysret);
 			if (!w.err)
 				memcpy(w.buf + at + 2, &next, 8);
@@ -502,7 +514,7 @@ static uint64_t translate(uint64_t pc)
 		default: /* traps: hlt, ud2, int n (which leaves the pc after itself) */
 			done = 1;
 			tp_arch_put_data(&w, b, in.len);
-			tp_dbt_map_mark(w.len, next - pc, 0);
+			tp_dbt_map_mark(w.len, next - pc, TP_DBT_MK_HIDDEN);
 			put_stub(&w, next);
 			break;
 		}
@@ -526,7 +538,7 @@ static uint64_t translate(uint64_t pc)
 		tp_dbt_fail("cannot write into the code cache at", start);
 		return 0;
 	}
-	tp_dbt_map_commit(c->rx, start, len, pc);
+	tp_dbt_map_commit(c->rx, c->rw, start, len, pc, cur);
 	c->used = (c->used + len + 15) & ~15ull;
 	return start;
 }
@@ -610,6 +622,7 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 		}
 	}
 	C.nblocks = n;
+	tp_dbt_map_stale(start, end);
 	/* every thread's table: the others may be reading theirs meanwhile, which makes a
 	 * stale jump there as likely as natively running code being unmapped under it */
 	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "agent/agent-abi.h"
+#include "dbt/map-abi.h"
 #include "dbt/rt-abi.h"
 
 #define TP_DBT_HIDDEN __attribute__((visibility("hidden")))
@@ -110,12 +111,29 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 /* Is @pc in the cache or the runtime's own code? */
 int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
 
-/* rt-map.c: the marks of the block being translated (offsets from its start), then
- * its record; the program address of a cache address, 0 when it has none. */
+/* rt-map.c, the mapping and breakpoint repositories (map-abi.h): the marks of the block
+ * being translated (offsets from its start; @kind a TP_DBT_MK_*: where an instruction's
+ * code begins, an exit stub, hidden code before the instruction at @prog_off, an indirect
+ * branch's lookup), then its record, where breakpoints are planted; the program address
+ * of a cache address, 0 when it has none. */
 void tp_dbt_map_begin(void) TP_DBT_HIDDEN;
-void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int stub) TP_DBT_HIDDEN;
-void tp_dbt_map_commit(uint64_t chunk, uint64_t cache, size_t len, uint64_t pc) TP_DBT_HIDDEN;
+void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int kind) TP_DBT_HIDDEN;
+void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t len, uint64_t pc,
+		       uint64_t end) TP_DBT_HIDDEN;
 uint64_t tp_dbt_map_program_pc(uint64_t cache_pc) TP_DBT_HIDDEN;
+/* A handler shown @shown for the interrupted @cache_pc set the pc to @pc, the address of
+ * the int3 it trapped at (as a debugger does): go on at that int3's site, in the same
+ * copy, whose count was taken at its block's entry. */
+int tp_dbt_map_rewound(uint64_t cache_pc, uint64_t shown, uint64_t pc) TP_DBT_HIDDEN;
+/* The program's bytes where a debugger wrote an int3 into code fetched at @pc. */
+void tp_dbt_map_unbreak(uint64_t pc, uint8_t *code, size_t n) TP_DBT_HIDDEN;
+/* Records of program code in [@start, @end) are stale (no breakpoint goes there). */
+void tp_dbt_map_stale(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
+/* A forked child: repositories of its own; then each chunk's new writable view. */
+void tp_dbt_map_forked(void) TP_DBT_HIDDEN;
+void tp_dbt_map_chunk(uint64_t chunk, uint64_t chunk_rw) TP_DBT_HIDDEN;
+/* The chunk at @chunk is emptied to be filled again: its records go. */
+void tp_dbt_map_reset(uint64_t chunk) TP_DBT_HIDDEN;
 
 /* rt-signal.c */
 #define TP_DBT_ALT_SIZE 0x10000ull

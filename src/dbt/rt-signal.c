@@ -257,6 +257,8 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 	 * changed is the program's, translated */
 	if (s && s->prog_pc && (uint64_t)*rip == s->prog_pc) {
 		*rip = (greg_t)s->cache_pc;
+	} else if (s && tp_dbt_map_rewound(s->cache_pc, s->prog_pc, (uint64_t)*rip)) {
+		*rip = (greg_t)(s->cache_pc - 1);
 	} else if (!tp_dbt_in_runtime((uint64_t)*rip)) {
 		uint64_t to = tp_dbt_translate((uint64_t)*rip);
 
