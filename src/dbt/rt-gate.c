@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
+#include "dbt/rt-client.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 #include "rt/rt.h"
@@ -242,6 +243,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	case SYS_mremap:
 		/* before the call: if it fails, only translations are lost */
 		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
+		tp_dbt_client_unmap(f->rdi, f->rdi + f->rsi);
 		return back;
 	case SYS_rt_sigaction:
 		return refuse(back, f,
@@ -283,7 +285,7 @@ uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 	uint64_t to;
 
 	tp_dbt_c_enter(t);
-	to = on_syscall(t, back, f);
+	to = t->arg & TP_DBT_GATE_CLIENT ? tp_dbt_client_call(t, back, f) : on_syscall(t, back, f);
 	tp_dbt_c_leave(t);
 	return to;
 }
