@@ -177,6 +177,11 @@ void tp_dbt_client_thread_new(struct tp_dbt_thread *t)
 	EACH(thread_new) clients[i_]->thread_new(t, parent);
 }
 
+void tp_dbt_client_vfork(struct tp_dbt_thread *t, int done)
+{
+	EACH(vfork) clients[i_]->vfork(t, done);
+}
+
 void tp_dbt_client_flush(struct tp_dbt_thread *t)
 {
 	EACH(flush) clients[i_]->flush(t);

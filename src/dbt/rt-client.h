@@ -16,7 +16,8 @@
  * process exits or execs; also called for threads other than the caller's at exit_group),
  * signal (a handler is entered, and its sigreturn), module_load (the first translation in
  * an executable mapping, found in /proc/self/maps) and module_unload (munmap, mremap or
- * mprotect of a range holding one), process_exit (exit_group, execve). */
+ * mprotect of a range holding one), process_exit (exit_group, execve), vfork (a vfork child
+ * runs on its parent thread's block meanwhile). */
 #ifndef TP_DBT_RT_CLIENT_H
 #define TP_DBT_RT_CLIENT_H
 
@@ -56,6 +57,9 @@ struct tp_dbt_client {
 	/* an indirect branch to @pc missed the thread's lookup table and goes to @to */
 	void (*indirect)(struct tp_dbt_thread *t, uint64_t pc, uint64_t to, struct tp_dbt_frame *f);
 	void (*thread_new)(struct tp_dbt_thread *t, struct tp_dbt_thread *parent);
+	/* @t vforks (@done 0): its child runs on @t's block until it execs or exits (@done
+	 * 1, in the child), and what the child ran is not @t's */
+	void (*vfork)(struct tp_dbt_thread *t, int done);
 	void (*flush)(struct tp_dbt_thread *t);
 	void (*signal)(struct tp_dbt_thread *t, const siginfo_t *si, ucontext_t *uc);
 	void (*module_load)(uint64_t start, uint64_t end, uint64_t offset, const char *path,
@@ -98,6 +102,7 @@ uint64_t tp_dbt_client_call(struct tp_dbt_thread *t, uint64_t back,
 void tp_dbt_client_indirect(struct tp_dbt_thread *t, uint64_t pc, uint64_t to,
 			    struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 void tp_dbt_client_thread_new(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
+void tp_dbt_client_vfork(struct tp_dbt_thread *t, int done) TP_DBT_HIDDEN;
 void tp_dbt_client_flush(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
 void tp_dbt_client_signal(struct tp_dbt_thread *t, const siginfo_t *si,
 			  ucontext_t *uc) TP_DBT_HIDDEN;

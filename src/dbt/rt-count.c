@@ -36,7 +36,8 @@ struct tls {
 	uint64_t table; /* its own lookup table, while a check table stands in */
 	uint64_t check;
 	uint32_t in_region, region_done;
-	uint64_t pad[2];
+	uint64_t *saved; /* the counters as they were at a vfork */
+	uint64_t pad[1];
 	uint64_t slot[];
 };
 
@@ -119,10 +120,17 @@ static void patch(struct tp_arch_writer *w, size_t n, uint32_t slot)
 	}
 }
 
+/* Are the tables this process's?  A forked child has its own copy of the runtime, whose
+ * slots would collide with its parent's in the shared area; a vfork child shares it. */
+static int own_tables(void)
+{
+	return tp_raw0(SYS_getpid) == tp_dbt.pid || tp_dbt_self()->vfork_pending;
+}
+
 /* A new slot, or 0 (uncounted) in a forked child or once the tables are full. */
 static uint32_t slot_new(void)
 {
-	if (tp_raw0(SYS_getpid) != tp_dbt.pid)
+	if (!own_tables())
 		return 0;
 	if (K.nslots >= K.max_slots) {
 		if (!K.area->full++)
@@ -336,6 +344,38 @@ static void count_thread_new(struct tp_dbt_thread *t, struct tp_dbt_thread *pare
 		tls(t)->on = !(K.area->flags & (TP_DBT_CF_REGION | TP_DBT_CF_API));
 }
 
+/* A vfork child runs on its parent's block: the parent's counters are kept aside meanwhile
+ * and put back as the child execs or exits. */
+static void count_vfork(struct tp_dbt_thread *t, int done)
+{
+	struct tls *d = tls(t);
+	uint64_t old;
+
+	if (!blocks())
+		return;
+	if (!done) {
+		if (!d->saved) {
+			long at =
+			    tp_raw6(SYS_mmap, 0, (size_t)K.max_slots * 8, PROT_READ | PROT_WRITE,
+				    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+			if (tp_raw_failed(at))
+				return;
+			d->saved = (uint64_t *)(uintptr_t)at;
+		}
+		memcpy(d->saved, d->slot, (size_t)K.nslots * 8);
+		d->saved[0] = K.nslots; /* slot 0 counts nothing: here it says how many */
+		return;
+	}
+	old = d->saved ? d->saved[0] : 0;
+	if (!old || old > K.nslots)
+		return;
+	/* slots the child made since are not the parent's either */
+	memcpy(d->slot + 1, d->saved + 1, (size_t)(old - 1) * 8);
+	memset(d->slot + old, 0, (size_t)(K.nslots - old) * 8);
+	d->saved[0] = 0;
+}
+
 /* The agent (preloaded for regions, as by the ptrace engine) is never counted: its text is
  * the module holding tracepad_step_begin, recorded in the control block. */
 static int agent_text(uint64_t *lo, uint64_t *hi)
@@ -430,7 +470,7 @@ static void count_module_load(uint64_t start, uint64_t end, uint64_t offset, con
 	struct tp_agent_map *m = (void *)((char *)ctl + ctl->maps_off);
 	uint32_t n;
 
-	if (!blocks() || tp_raw0(SYS_getpid) != tp_dbt.pid ||
+	if (!blocks() || !own_tables() ||
 	    ctl->maps_off + (uint64_t)ctl->max_maps * sizeof(*m) > ctl->size)
 		return;
 	n = ctl->nmaps;
@@ -457,6 +497,7 @@ struct tp_dbt_client tp_dbt_count_client = {
     .call = count_call,
     .indirect = count_indirect,
     .thread_new = count_thread_new,
+    .vfork = count_vfork,
     .flush = count_flush,
     .signal = count_signal,
     .module_load = count_module_load,

@@ -190,6 +190,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	if (t->vfork_pending && tp_raw0(SYS_getpid) != tp_dbt.pid &&
 	    (nr == SYS_execve || nr == SYS_execveat || nr == SYS_exit || nr == SYS_exit_group)) {
 		t->count = t->vfork_count;
+		tp_dbt_client_vfork(t, 1);
 		t->vfork_pending = 0;
 		return back;
 	}
@@ -208,6 +209,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		return back;
 	case SYS_vfork:
 		t->vfork_count = t->count;
+		tp_dbt_client_vfork(t, 0);
 		t->vfork_pending = 1;
 		note(TP_AGENT_ST_FORKED);
 		return back;
@@ -234,6 +236,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
 			t->vfork_count = t->count;
+			tp_dbt_client_vfork(t, 0);
 			t->vfork_pending = 1;
 		}
 		note(TP_AGENT_ST_FORKED);
