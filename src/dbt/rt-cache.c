@@ -399,6 +399,7 @@ static uint64_t translate(uint64_t pc)
 			if (in.flags & TP_INSN_F_INDIRECT) {
 				TPL(&w, save_rax);
 				err = put_load_target(&w, b, &in);
+				tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BRANCH);
 				TPL(&w, to_ibl);
 			} else {
 				put_stub(&w, in.target);
@@ -410,6 +411,7 @@ static uint64_t translate(uint64_t pc)
 				TPL(&w, save_rax);
 				err = put_load_target(&w, b, &in);
 				tp_arch_put_push_u64(&w, next);
+				tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BRANCH);
 				TPL(&w, to_ibl);
 			} else {
 				tp_arch_put_push_u64(&w, next);
@@ -461,6 +463,7 @@ static uint64_t translate(uint64_t pc)
 				memcpy(&imm, b + op + 1, 2);
 				tp_arch_put_lea_rsp(&w, imm);
 			}
+			tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BRANCH);
 			TPL(&w, to_ibl);
 			break;
 		}
@@ -698,7 +701,6 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 	e->pc = 0;
 	e->cache = to;
 	e->pc = pc;
-	tp_dbt_client_indirect(t, pc, to, f);
 	tp_dbt_c_leave(tp_dbt_self());
 	return to;
 }

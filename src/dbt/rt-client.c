@@ -163,12 +163,6 @@ int tp_dbt_client_block_at(uint64_t pc)
 
 /* ---- run time ---- */
 
-void tp_dbt_client_indirect(struct tp_dbt_thread *t, uint64_t pc, uint64_t to,
-			    struct tp_dbt_frame *f)
-{
-	EACH(indirect) clients[i_]->indirect(t, pc, to, f);
-}
-
 void tp_dbt_client_thread_new(struct tp_dbt_thread *t)
 {
 	/* the first thread is made before %gs is set */

@@ -4,7 +4,8 @@
  * runtime's C code, under its lock, with signals deferred: no libc, raw syscalls only.
  *
  * Translation.  For each block, block_begin, then for each instruction insn (before its
- * copy; for a non-branch instruction also after it), then block_end with the finished
+ * copy; for a non-branch instruction also after it, for an indirect branch before its
+ * lookup), then block_end with the finished
  * bytes.  A callback emits inline code through the arch writer @w (it must keep every
  * register and, unless it knows them dead, the arithmetic flags; the red zone below the
  * program's rsp is the program's), or a call into its own C code with
@@ -33,7 +34,13 @@
 #define TP_DBT_GATE_CLIENT 0x40000000
 
 /* What insn() is told: where the writer is, relative to the instruction's copy. */
-enum tp_dbt_client_where { TP_DBT_CL_BEFORE, TP_DBT_CL_AFTER };
+enum tp_dbt_client_where {
+	TP_DBT_CL_BEFORE,
+	TP_DBT_CL_AFTER,
+	/* an indirect branch, before its lookup: rax holds the program's target (its rax
+	 * is in gs:RAX), rsp is what the target will see */
+	TP_DBT_CL_BRANCH
+};
 
 /* signal(): entering a handler (@si set), or its sigreturn (@si NULL, @uc the context that
  * is restored, its rip the cache address resumed at). */
@@ -54,8 +61,6 @@ struct tp_dbt_client {
 	/* tp_dbt_client_put_call(): returns where to go on (@back: after the call) */
 	uint64_t (*call)(struct tp_dbt_thread *t, uint32_t arg, uint64_t back,
 			 struct tp_dbt_frame *f);
-	/* an indirect branch to @pc missed the thread's lookup table and goes to @to */
-	void (*indirect)(struct tp_dbt_thread *t, uint64_t pc, uint64_t to, struct tp_dbt_frame *f);
 	void (*thread_new)(struct tp_dbt_thread *t, struct tp_dbt_thread *parent);
 	/* @t vforks (@done 0): its child runs on @t's block until it execs or exits (@done
 	 * 1, in the child), and what the child ran is not @t's */
@@ -98,8 +103,6 @@ void tp_dbt_client_insn(uint64_t pc, const uint8_t *b, const struct tp_insn *in,
 void tp_dbt_client_block_end(uint64_t pc, uint64_t end, uint8_t *buf, size_t len) TP_DBT_HIDDEN;
 int tp_dbt_client_block_at(uint64_t pc) TP_DBT_HIDDEN;
 uint64_t tp_dbt_client_call(struct tp_dbt_thread *t, uint64_t back,
-			    struct tp_dbt_frame *f) TP_DBT_HIDDEN;
-void tp_dbt_client_indirect(struct tp_dbt_thread *t, uint64_t pc, uint64_t to,
 			    struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 void tp_dbt_client_thread_new(struct tp_dbt_thread *t) TP_DBT_HIDDEN;
 void tp_dbt_client_vfork(struct tp_dbt_thread *t, int done) TP_DBT_HIDDEN;

@@ -7,6 +7,10 @@
 
 #define ON 0x5a5a0f01
 #define SLOT 0x5a5a0f02
+#define LIMIT 0x5a5a0f03
+#define TARGET 0x5a5a0f04
+#define BELOW 0x5a5a0f05
+#define REASON 0x5a5a0f06
 
 	.section .rodata
 .macro TPL name
@@ -61,5 +65,35 @@ TPL brep_post
 	mov %gs:TP_DBT_T_RDX, %rdx
 	mov %gs:TP_DBT_T_RAX, %rax
 TPL brep_post_end
+
+/* Before an indirect branch's lookup (rax: the program's target, its rax in gs:RAX, rsp
+ * the target's) in a --start region: a stack pointer at or above the region's limit (the
+ * frame of its call popped) calls the runtime, which tests whether the region returned.
+ * rsp - limit >= 0 is read from its top byte (bswap, a 256-byte table: no flag). */
+TPL rck
+	mov %rcx, %gs:TP_DBT_T_IBL_RCX
+	mov %rdx, %gs:TP_DBT_T_IBL_RDX
+	mov %gs:LIMIT, %rdx
+	not %rdx
+	lea 1(%rsp,%rdx), %rcx
+	bswap %rcx
+	movzbl %cl, %ecx
+	movzbl %gs:BELOW(%rcx), %ecx
+	mov %gs:TP_DBT_T_IBL_RDX, %rdx
+	jrcxz 1f
+	mov %gs:TP_DBT_T_IBL_RCX, %rcx
+	jmp 2f
+1:	mov %gs:TP_DBT_T_IBL_RCX, %rcx
+	mov %rax, %gs:TARGET
+	mov %gs:TP_DBT_T_RAX, %rax
+	/* the gate's template, with the client's reason */
+	mov %rax, %gs:TP_DBT_T_RAX
+	movq $REASON, %gs:TP_DBT_T_ARG
+	lea 3f(%rip), %rax
+	jmp *%gs:TP_DBT_T_GATE
+3:	mov %rax, %gs:TP_DBT_T_RAX
+	mov %gs:TARGET, %rax
+2:
+TPL rck_end
 
 	.section .note.GNU-stack, "", @progbits

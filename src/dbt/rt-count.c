@@ -7,6 +7,7 @@
  * pcs and mnemonics, written at translation, turns the counters into histograms, and the
  * thread's count is their sum, folded at its exit.  Nothing is done per instruction run. */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -17,10 +18,15 @@
 #include "rt/raw.h"
 #include "rt/rt.h"
 
+/* placeholders in rt-count-tpl.S's templates */
 #define ON_PH 0x5a5a0f01u
 #define SLOT_PH 0x5a5a0f02u
-#define SLOTS_AT 64 /* the slots' counters, after the thread's state below */
+#define LIMIT_PH 0x5a5a0f03u
+#define TARGET_PH 0x5a5a0f04u
+#define BELOW_PH 0x5a5a0f05u
+#define REASON_PH 0x5a5a0f06u
 #define MAX_SLOTS (1u << 20)
+#define NOT_IN_REGION (1ull << 63) /* a limit no stack pointer reaches */
 
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
 extern const uint8_t tp_dbt_tpl_count_add[], tp_dbt_tpl_count_add_end[];
@@ -28,21 +34,24 @@ extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep
 extern const uint8_t tp_dbt_tpl_bc_add[], tp_dbt_tpl_bc_add_end[];
 extern const uint8_t tp_dbt_tpl_bc_lea[], tp_dbt_tpl_bc_lea_end[];
 extern const uint8_t tp_dbt_tpl_brep_post[], tp_dbt_tpl_brep_post_end[];
+extern const uint8_t tp_dbt_tpl_rck[], tp_dbt_tpl_rck_end[];
 
-/* What a thread holds at %gs:tls_off (block mode). */
+/* What a thread holds at %gs:tls_off (block mode); the templates read the first fields. */
 struct tls {
-	uint64_t on; /* 1 while the thread counts: the templates read it */
+	uint64_t on;	 /* 1 while the thread counts */
+	uint64_t limit;	 /* in a --start region: its entry rsp + 8, else NOT_IN_REGION */
+	uint64_t target; /* an indirect branch's target, while the runtime checks it */
 	uint64_t region_ret, region_sp;
-	uint64_t table; /* its own lookup table, while a check table stands in */
-	uint64_t check;
 	uint32_t in_region, region_done;
-	uint64_t *saved; /* the counters as they were at a vfork */
-	uint64_t pad[1];
+	uint64_t *saved;	      /* the counters as they were at a vfork */
+	uint8_t below[256];	      /* 1 for the top bytes of negative numbers */
+	uint64_t tsave[TP_DBT_SAVES]; /* target, by signal nesting */
 	uint64_t slot[];
 };
+#define SLOTS_AT offsetof(struct tls, slot)
 
 /* Calls from cache code (tp_dbt_client_put_call). */
-enum { CALL_START = 1, CALL_STOP, CALL_STEP_BEGIN, CALL_STEP_END };
+enum { CALL_START = 1, CALL_STOP, CALL_STEP_BEGIN, CALL_STEP_END, CALL_CHECK };
 
 static struct {
 	struct tp_dbt_counts *area; /* NULL: the whole-program count alone */
@@ -103,20 +112,27 @@ static void put(struct tp_arch_writer *w, const uint8_t *tpl, const uint8_t *end
 	tp_arch_put_data(w, tpl, (size_t)(end - tpl));
 }
 
-/* Replace the placeholders in the last @n bytes written: the thread's on word and the
- * counter of @slot, as %gs offsets. */
+/* Replace the placeholders in the last @n bytes written: the thread's fields and the
+ * counter of @slot as %gs offsets, the client call's gate reason. */
 static void patch(struct tp_arch_writer *w, size_t n, uint32_t slot)
 {
-	uint32_t on = (uint32_t)tp_dbt_count_client.tls_off, at = on + SLOTS_AT + slot * 8, v;
+	uint32_t base = (uint32_t)tp_dbt_count_client.tls_off, v;
+	const uint32_t ph[][2] = {
+	    {ON_PH, base + (uint32_t)offsetof(struct tls, on)},
+	    {SLOT_PH, base + (uint32_t)SLOTS_AT + slot * 8},
+	    {LIMIT_PH, base + (uint32_t)offsetof(struct tls, limit)},
+	    {TARGET_PH, base + (uint32_t)offsetof(struct tls, target)},
+	    {BELOW_PH, base + (uint32_t)offsetof(struct tls, below)},
+	    {REASON_PH, TP_DBT_GATE_CLIENT | CALL_CHECK}, /* the counter is client 0 */
+	};
 
 	if (w->err || n > w->len)
 		return;
 	for (size_t i = w->len - n; i + 4 <= w->len; i++) {
 		memcpy(&v, w->buf + i, 4);
-		if (v == ON_PH)
-			memcpy(w->buf + i, &on, 4);
-		else if (v == SLOT_PH)
-			memcpy(w->buf + i, &at, 4);
+		for (size_t k = 0; k < sizeof(ph) / sizeof(ph[0]); k++)
+			if (v == ph[k][0])
+				memcpy(w->buf + i, &ph[k][1], 4);
 	}
 }
 
@@ -204,6 +220,14 @@ static void count_insn(uint64_t pc, const uint8_t *b, const struct tp_insn *in,
 {
 	uint32_t slot;
 
+	if (where == TP_DBT_CL_BRANCH) {
+		/* where a --start region may return */
+		if (blocks() && (K.area->flags & TP_DBT_CF_REGION)) {
+			put(w, tp_dbt_tpl_rck, tp_dbt_tpl_rck_end);
+			patch(w, (size_t)(tp_dbt_tpl_rck_end - tp_dbt_tpl_rck), 0);
+		}
+		return;
+	}
 	if (!(in->flags & TP_INSN_F_REP)) {
 		/* counted with its block */
 		if (where == TP_DBT_CL_BEFORE && K.ninsn < sizeof(K.buf) / sizeof(K.buf[0]))
@@ -255,35 +279,16 @@ static void count_block_end(uint64_t pc, uint64_t end, uint8_t *buf, size_t len)
 
 /* ---- regions ---- */
 
-/* Inside a --start region, every indirect branch of the thread misses (its lookup table
- * is an empty one meanwhile) so that the runtime sees where the stack goes: the region
- * ends when its call returns, or the stack unwinds above it (longjmp, exceptions). */
-static void check_on(struct tp_dbt_thread *t, struct tls *d)
-{
-	if (!d->check) {
-		long at = tp_raw6(SYS_mmap, 0, (size_t)16 * TP_DBT_IBL_SIZE, PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-		if (tp_raw_failed(at))
-			return; /* the region then ends at --stop or the thread's exit only */
-		d->check = (uint64_t)at;
-	}
-	d->table = t->table;
-	t->table = d->check;
-}
-
-static void region_off(struct tp_dbt_thread *t, struct tls *d)
+static void region_off(struct tls *d)
 {
 	d->on = 0;
-	if (d->in_region && d->table) {
-		/* invalidations meanwhile cleared the check table, not this one */
-		memset((void *)(uintptr_t)d->table, 0, (size_t)16 * TP_DBT_IBL_SIZE);
-		t->table = d->table;
-		d->table = 0;
-	}
 	d->in_region = 0;
+	d->limit = NOT_IN_REGION;
 }
 
+/* Inside a --start region, an indirect branch whose target sees the stack at or above the
+ * region's entry rsp + 8 (its frame popped: a ret, longjmp, an exception) calls here: the
+ * stack rises only through such branches, as the ptrace engine's test assumes. */
 static uint64_t count_call(struct tp_dbt_thread *t, uint32_t arg, uint64_t back,
 			   struct tp_dbt_frame *f)
 {
@@ -298,11 +303,15 @@ static uint64_t count_call(struct tp_dbt_thread *t, uint32_t arg, uint64_t back,
 		d->on = d->in_region = d->region_done = 1;
 		d->region_sp = sp;
 		d->region_ret = ret;
-		check_on(t, d);
+		d->limit = sp + 8;
+		break;
+	case CALL_CHECK:
+		if (d->in_region && tp_region_returned(d->target, sp, d->region_ret, d->region_sp))
+			region_off(d);
 		break;
 	case CALL_STOP:
 	case CALL_STEP_END:
-		region_off(t, d);
+		region_off(d);
 		break;
 	case CALL_STEP_BEGIN:
 		d->on = 1; /* the agent's own code is taken out as the thread's counts fold */
@@ -311,31 +320,18 @@ static uint64_t count_call(struct tp_dbt_thread *t, uint32_t arg, uint64_t back,
 	return back;
 }
 
-static void count_indirect(struct tp_dbt_thread *t, uint64_t pc, uint64_t to,
-			   struct tp_dbt_frame *f)
-{
-	struct tls *d;
-	uint64_t *e;
-
-	if (!blocks() || !f)
-		return;
-	d = tls(t);
-	if (!d->in_region || !d->table)
-		return;
-	/* the entry just made in the check table goes: the next branch misses again */
-	e = (uint64_t *)(uintptr_t)t->table + 2 * (pc & (TP_DBT_IBL_SIZE - 1));
-	e[0] = 0;
-	e[1] = 0;
-	if (tp_region_returned(pc, (uint64_t)(uintptr_t)(f + 1) + 128, d->region_ret, d->region_sp))
-		region_off(t, d);
-}
-
 /* ---- run time ---- */
 
 static void count_thread_new(struct tp_dbt_thread *t, struct tp_dbt_thread *parent)
 {
+	struct tls *d;
+
 	if (!blocks())
 		return;
+	d = tls(t);
+	d->limit = NOT_IN_REGION;
+	for (int i = 0x80; i < 256; i++)
+		d->below[i] = 1;
 	/* a thread made by a counted thread counts until it exits, as under the other
 	 * engines; with no region, every thread counts */
 	if (parent)
@@ -440,7 +436,18 @@ static void count_signal(struct tp_dbt_thread *t, const siginfo_t *si, ucontext_
 	const uint8_t *p = (const uint8_t *)(uintptr_t)pc;
 	uint32_t disp;
 
-	if (si || !blocks() || !tp_dbt_in_runtime(pc - 9) || !tp_dbt_in_runtime(pc + 9))
+	struct tls *d;
+	int n = t->nsave;
+
+	if (!blocks())
+		return;
+	/* a region's check in the handler must not lose the interrupted one's target */
+	d = tls(t);
+	if (si && n > 0 && n <= TP_DBT_SAVES)
+		d->tsave[n - 1] = d->target;
+	else if (!si && n >= 0 && n < TP_DBT_SAVES)
+		d->target = d->tsave[n];
+	if (si || !tp_dbt_in_runtime(pc - 9) || !tp_dbt_in_runtime(pc + 9))
 		return;
 	if (!memcmp(p, inc_rcx, 4) && !memcmp(p - 9, ld_rcx, 5)) {
 		memcpy(&disp, p - 4, 4);
@@ -495,7 +502,6 @@ struct tp_dbt_client tp_dbt_count_client = {
     .block_end = count_block_end,
     .block_at = count_block_at,
     .call = count_call,
-    .indirect = count_indirect,
     .thread_new = count_thread_new,
     .vfork = count_vfork,
     .flush = count_flush,

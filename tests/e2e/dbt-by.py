@@ -95,6 +95,63 @@ rep = c.report(r, "asmloop twice --start tp_loop", "dbt")
 if rep:
     c.eq(rep["instructions"], 44, "asmloop twice --start tp_loop: the first call only (44)")
 
+# A region left by longjmp ends there (the stack rose above its frame: work is called from
+# a deeper frame than setjmp's), as under ptrace; later calls are not counted (each
+# thread's first entry only).
+JMP_C = r"""
+#include <setjmp.h>
+#include <stdio.h>
+static jmp_buf jb;
+__attribute__((noinline)) void deep(int n)
+{
+	if (n == 0)
+		longjmp(jb, 1);
+	deep(n - 1);
+}
+__attribute__((noinline)) int work(int n)
+{
+	volatile int s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += i;
+	deep(5);
+	return s;
+}
+__attribute__((noinline)) int run(int n)
+{
+	volatile char pad[64];
+
+	pad[0] = 0;
+	return work(n) + pad[0];
+}
+int main(void)
+{
+	volatile int r = 0;
+
+	if (!setjmp(jb))
+		r = run(1000);
+	for (int i = 0; i < 3; i++)
+		if (!setjmp(jb))
+			r += work(10);
+	printf("%d\n", r);
+	return 0;
+}
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-by-") as tmp:
+    src, exe = os.path.join(tmp, "jmp.c"), os.path.join(tmp, "jmp")
+    with open(src, "w") as f:
+        f.write(JMP_C)
+    if c.ok(subprocess.run(["cc", "-O1", "-o", exe, src]).returncode == 0, "cc builds jmp"):
+        d, p = both([exe], "longjmp out of --start work", start="work", by="function")
+        if d and p:
+            c.ok(d["instructions"] > 4000, "longjmp: the region is counted", d["instructions"])
+            c.eq(d["instructions"], p["instructions"], "longjmp: the ptrace engine's count")
+            hd = histogram(d, "function", "dbt longjmp")
+            c.eq(hd, histogram(p, "function", "ptrace longjmp"),
+                 "longjmp: the ptrace engine's histogram")
+            c.ok(hd and not any("printf" in k for k in hd), "longjmp: main's printf is not in",
+                 hd)
+
 # Per-thread counts: the 4 workers of threads-O2 in --start worker regions, and whole.
 argv = [target("threads-O2"), "3"]
 d, p = both(argv, "threads-O2 --start worker", start="worker", by="mnemonic")
