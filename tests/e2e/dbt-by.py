@@ -152,6 +152,56 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-by-") as tmp:
             c.ok(hd and not any("printf" in k for k in hd), "longjmp: main's printf is not in",
                  hd)
 
+# ... and so does one left by a C++ exception caught two frames up, through libgcc's unwinder.
+EXC_CC = r"""
+#include <cstdio>
+#include <stdexcept>
+__attribute__((noinline)) void deep(int n)
+{
+	if (n == 0)
+		throw std::runtime_error("out");
+	deep(n - 1);
+}
+extern "C" __attribute__((noinline)) int work(int n)
+{
+	volatile int s = 0;
+
+	for (int i = 0; i < n; i++)
+		s += i;
+	deep(4);
+	return s;
+}
+__attribute__((noinline)) int run(int n)
+{
+	try {
+		return work(n);
+	} catch (const std::exception &e) {
+		return 7;
+	}
+}
+int main()
+{
+	int r = run(1000);
+	r += run(10);
+	std::printf("%d\n", r);
+	return 0;
+}
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-by-") as tmp:
+    src, exe = os.path.join(tmp, "exc.cc"), os.path.join(tmp, "exc")
+    with open(src, "w") as f:
+        f.write(EXC_CC)
+    if c.ok(subprocess.run(["c++", "-O1", "-o", exe, src]).returncode == 0, "c++ builds exc"):
+        d, p = both([exe], "an exception out of --start work", start="work", by="function")
+        if d and p:
+            c.eq(d["instructions"], p["instructions"], "exception: the ptrace engine's count")
+            hd = histogram(d, "function", "dbt exception")
+            c.eq(hd, histogram(p, "function", "ptrace exception"),
+                 "exception: the ptrace engine's histogram")
+            c.ok(hd and any("_Unwind_RaiseException" in k for k in hd)
+                 and not any("printf" in k for k in hd),
+                 "exception: the unwinder is in, main's printf is not", hd and list(hd)[:30])
+
 # Per-thread counts: the 4 workers of threads-O2 in --start worker regions, and whole.
 argv = [target("threads-O2"), "3"]
 d, p = both(argv, "threads-O2 --start worker", start="worker", by="mnemonic")
