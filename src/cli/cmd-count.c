@@ -24,7 +24,7 @@ static const char usage_text[] =
     "\n"
     "  --engine E      ptrace (single-step from tracepad) or trapflag (the agent steps the\n"
     "                  program from inside; default when launching) or dbt (the program\n"
-    "                  runs in a code cache, whole programs for now)\n"
+    "                  runs in a code cache; not with -p)\n"
     "  --start SYM     count from each thread's first entry of SYM to that call's return\n"
     "  --stop SYM      ... or to the entry of SYM\n"
     "  --by KEY        histogram by mnemonic, function, object or address\n"

@@ -1,6 +1,7 @@
 /* The code cache: program blocks translated into chunks of memory near their code, with
- * the count added at each block's entry; direct exits go through the dispatcher once and
- * are then linked, indirect ones through the lookup table (rt-entry.S's ibl). */
+ * the clients' code (rt-client.h: the count at each block's entry); direct exits go through
+ * the dispatcher once and are then linked, indirect ones through the lookup table
+ * (rt-entry.S's ibl). */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "arch/arch.h"
 #include "base/procfs.h"
+#include "dbt/rt-client.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 #include "rt/rt.h"
@@ -46,9 +48,6 @@ static struct {
 	uint8_t buf[BLOCK_ROOM];
 } C;
 
-extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
-extern const uint8_t tp_dbt_tpl_count_add[], tp_dbt_tpl_count_add_end[];
-extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_end[];
 extern const uint8_t tp_dbt_tpl_stub[], tp_dbt_tpl_stub_end[];
 extern const uint8_t tp_dbt_tpl_gate[], tp_dbt_tpl_gate_reason[], tp_dbt_tpl_gate_end[];
 extern const uint8_t tp_dbt_tpl_save_rax[], tp_dbt_tpl_save_rax_end[];
@@ -237,7 +236,7 @@ static size_t fetch(uint64_t pc, uint8_t *out)
  * reads them?  Then the count is one add.  Writes that may not happen are not writes: a
  * shift or rotate by 0, a rep string instruction with rcx = 0; nor are "undefined" ones
  * (a CPU may leave such a flag unchanged). */
-static int flags_dead_at(uint64_t pc)
+int tp_dbt_flags_dead_at(uint64_t pc)
 {
 	const uint32_t status = ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF |
 				ZYDIS_CPUFLAG_ZF | ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF;
@@ -365,7 +364,7 @@ static uint64_t translate(uint64_t pc)
 	struct tp_arch_writer w;
 	uint64_t start, cur = pc;
 	uint32_t ninsn = 0;
-	size_t count_at = 0, len;
+	size_t len;
 	int done = 0, err = 0;
 
 	if (!c) {
@@ -376,13 +375,7 @@ static uint64_t translate(uint64_t pc)
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
 	tp_dbt_map_begin();
 	tp_dbt_map_mark(0, 0, TP_DBT_MK_HIDDEN);
-	if (flags_dead_at(pc)) {
-		TPL(&w, count_add);
-		count_at = w.len - 4;
-	} else {
-		TPL(&w, count);
-		count_at = w.len - (tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
-	}
+	tp_dbt_client_block_begin(pc, &w);
 	while (!done && !err && !w.err) {
 		uint8_t b[TP_ARCH_MAX_INSN_LEN];
 		size_t have = fetch(cur, b);
@@ -397,23 +390,14 @@ static uint64_t translate(uint64_t pc)
 		ninsn++;
 		/* a handler interrupting this instruction's code sees its address, and the
 		 * next one's once the instruction is done */
-		tp_dbt_map_mark(w.len, cur - pc, 0);
+		tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_HIDDEN);
+		tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BEFORE);
+		tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_INSN);
 		switch (in.kind) {
 		case TP_INSN_OTHER:
-			if (in.flags & TP_INSN_F_REP) {
-				ninsn--; /* once per iteration, counted as it runs */
-				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_HIDDEN);
-				tp_arch_put_data(&w, tp_dbt_tpl_rep_pre,
-						 tp_dbt_tpl_rep_post - tp_dbt_tpl_rep_pre);
-				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_INSN);
-				err = put_copy(&w, b, &in, cur);
-				tp_dbt_map_mark(w.len, next - pc, TP_DBT_MK_HIDDEN);
-				tp_arch_put_data(&w, tp_dbt_tpl_rep_post,
-						 tp_dbt_tpl_rep_end - tp_dbt_tpl_rep_post);
-			} else {
-				err = put_copy(&w, b, &in, cur);
-				tp_dbt_map_mark(w.len, next - pc, TP_DBT_MK_HIDDEN);
-			}
+			err = put_copy(&w, b, &in, cur);
+			tp_dbt_map_mark(w.len, next - pc, TP_DBT_MK_HIDDEN);
+			tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_AFTER);
 			break;
 		case TP_INSN_JMP:
 			done = 1;
@@ -421,6 +405,7 @@ static uint64_t translate(uint64_t pc)
 				TPL(&w, save_rax);
 				err = put_load_target(&w, b, &in);
 				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_LOOKUP);
+				tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BRANCH);
 				TPL(&w, to_ibl);
 			} else {
 				/* a byte of its own before the stub, for a breakpoint */
@@ -436,6 +421,7 @@ static uint64_t translate(uint64_t pc)
 				err = put_load_target(&w, b, &in);
 				tp_arch_put_push_u64(&w, next);
 				tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_LOOKUP);
+				tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BRANCH);
 				TPL(&w, to_ibl);
 			} else {
 				tp_arch_put_push_u64(&w, next);
@@ -488,6 +474,7 @@ static uint64_t translate(uint64_t pc)
 				tp_arch_put_lea_rsp(&w, imm);
 			}
 			tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_LOOKUP);
+			tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BRANCH);
 			TPL(&w, to_ibl);
 			break;
 		}
@@ -519,7 +506,7 @@ static uint64_t translate(uint64_t pc)
 			break;
 		}
 		cur = next;
-		if (!done && ninsn >= BLOCK_MAX_INSNS) {
+		if (!done && (ninsn >= BLOCK_MAX_INSNS || tp_dbt_client_block_at(cur))) {
 			put_stub(&w, cur);
 			done = 1;
 		}
@@ -532,7 +519,7 @@ static uint64_t translate(uint64_t pc)
 			    cur);
 		return 0;
 	}
-	memcpy(C.buf + count_at, &ninsn, 4);
+	tp_dbt_client_block_end(pc, cur, C.buf, len);
 	C.last_end = cur;
 	if (cache_write(start, C.buf, len)) {
 		tp_dbt_fail("cannot write into the code cache at", start);

@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
+#include "dbt/rt-client.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 #include "rt/rt.h"
@@ -190,6 +191,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	if (t->vfork_pending && tp_raw0(SYS_getpid) != tp_dbt.pid &&
 	    (nr == SYS_execve || nr == SYS_execveat || nr == SYS_exit || nr == SYS_exit_group)) {
 		t->count = t->vfork_count;
+		tp_dbt_client_vfork(t, 1);
 		t->vfork_pending = 0;
 		return back;
 	}
@@ -208,6 +210,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		return back;
 	case SYS_vfork:
 		t->vfork_count = t->count;
+		tp_dbt_client_vfork(t, 0);
 		t->vfork_pending = 1;
 		note(TP_AGENT_ST_FORKED);
 		return back;
@@ -234,6 +237,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
 			t->vfork_count = t->count;
+			tp_dbt_client_vfork(t, 0);
 			t->vfork_pending = 1;
 		}
 		note(TP_AGENT_ST_FORKED);
@@ -243,6 +247,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	case SYS_mremap:
 		/* before the call: if it fails, only translations are lost */
 		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
+		tp_dbt_client_unmap(f->rdi, f->rdi + f->rsi);
 		return back;
 	case SYS_rt_sigaction:
 		return refuse(back, f,
@@ -288,7 +293,7 @@ uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 	uint64_t to;
 
 	tp_dbt_c_enter(t);
-	to = on_syscall(t, back, f);
+	to = t->arg & TP_DBT_GATE_CLIENT ? tp_dbt_client_call(t, back, f) : on_syscall(t, back, f);
 	tp_dbt_c_leave(t);
 	return to;
 }

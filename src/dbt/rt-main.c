@@ -10,6 +10,7 @@
 
 #include <Zydis/Zydis.h>
 
+#include "dbt/rt-client.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 
@@ -204,6 +205,7 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 	/* a forked child runs on in its copy of the cache, uncounted as by the other engines */
 	if (!ctl || tp_raw0(SYS_getpid) != tp_dbt.pid)
 		return;
+	tp_dbt_client_flush(t);
 	n = t->count - t->flushed;
 	t->flushed += n;
 	th = slot_of(ctl, t);
@@ -227,6 +229,7 @@ void tp_dbt_flush_all(void)
 	 * counted so far is theirs */
 	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)
 		tp_dbt_flush(t);
+	tp_dbt_client_process_exit();
 }
 
 /* ---- threads ---- */
@@ -235,13 +238,20 @@ void tp_dbt_flush_all(void)
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
 #define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
+const uint64_t tp_dbt_client_tls_at = THREAD_BLOCK + THREAD_TABLE; /* clients' data */
+
+/* The clients' data, rounded to pages: the alternate stack's guard page follows it. */
+static size_t client_tls(void)
+{
+	return (tp_dbt_client_tls_size() + 4095) & ~(size_t)4095;
+}
 
 struct tp_dbt_thread *tp_dbt_thread_new(void)
 {
 	/* the stack first, so that overflowing it faults below the mapping */
-	long at =
-	    tp_raw6(SYS_mmap, 0, THREAD_STACK + THREAD_BLOCK + THREAD_TABLE + THREAD_ALT,
-		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	long at = tp_raw6(SYS_mmap, 0,
+			  THREAD_STACK + THREAD_BLOCK + THREAD_TABLE + client_tls() + THREAD_ALT,
+			  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	struct tp_dbt_thread *t;
 
 	if (tp_raw_failed(at))
@@ -254,9 +264,10 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 	t->miss = (uint64_t)(uintptr_t)&tp_dbt_rt_miss;
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
 	t->table = (uint64_t)(uintptr_t)at + THREAD_STACK + THREAD_BLOCK;
-	t->alt = t->table + THREAD_TABLE + 4096;
+	t->alt = t->table + THREAD_TABLE + client_tls() + 4096;
 	tp_raw3(SYS_mprotect, t->alt - 4096, 4096, PROT_NONE);
 	t->link = tp_dbt.threads;
+	tp_dbt_client_thread_new(t);
 	__atomic_store_n(&tp_dbt.threads, t, __ATOMIC_RELEASE);
 	return t;
 }
@@ -322,7 +333,7 @@ TP_DBT_EXPORT __attribute__((noreturn)) void tp_dbt_rt_main(struct tp_dbt_boot *
 	tp_dbt.pid = b->pid;
 	tp_dbt.heap = (uint64_t)(uintptr_t)(b + 1);
 	tp_dbt.heap_end = b->heap_end;
-	t = tp_dbt_thread_new();
+	t = tp_dbt_client_init() ? NULL : tp_dbt_thread_new();
 	if (!t || tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t) || tp_dbt_cache_init()) {
 		tp_dbt_fail("the code cache could not start", 0);
 		tp_raw1(SYS_exit_group, 127);

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 
+#include "dbt/rt-client.h"
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 #include "rt/rt.h"
@@ -199,6 +200,7 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
 		tp_dbt_fail("signal handlers nested too deeply", 0);
 	}
+	tp_dbt_client_signal(t, si, uc);
 	return sig > 0 && sig < 65 ? handlers[sig] : 0;
 }
 
@@ -286,6 +288,7 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		t->ibl_rdx = s->ibl_rdx;
 		count_fix(uc, t->count - s->count);
 	}
+	tp_dbt_client_signal(t, NULL, uc);
 	tp_dbt_c_leave(t);
 	/* the entry frame of C code this handler interrupted, once off the runtime's stack: a
 	 * signal sent again by tp_dbt_c_leave() runs below this call's own */
