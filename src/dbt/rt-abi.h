@@ -14,6 +14,10 @@
 #define TP_DBT_HEAP_AT (TP_DBT_REGION + 0x4000000ull)  /* boot record, stacks, tables */
 #define TP_DBT_HEAP_SIZE 0x4000000ull
 #define TP_DBT_CTL_AT (TP_DBT_REGION + 0x40000000ull) /* the shared control block */
+/* Address space for the runtime's other mappings (thread blocks, the cache's writable
+ * views), so that none moves a mapping of the program from where it lands natively. */
+#define TP_DBT_SPACE_AT (TP_DBT_REGION + 0x1000000000ull)
+#define TP_DBT_SPACE_END (TP_DBT_REGION + 0x10000000000ull)
 #define TP_DBT_STACK_SIZE 0x40000ull		      /* the runtime's start-up stack */
 
 /* Offsets in the per-thread block (%gs base).  Cache code saves a register or two in the

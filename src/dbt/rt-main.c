@@ -1,6 +1,7 @@
 /* The code-cache runtime's start and its own small libc: tracepad maps this object into
  * the program at its execve stop and points the thread here, before the program's loader
  * ran.  It sets up the thread's %gs block, translates the first block and enters it. */
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <linux/futex.h>
@@ -138,6 +139,20 @@ void *tp_dbt_alloc(size_t size)
 	return (void *)(uintptr_t)at; /* the heap is fresh anonymous memory: zeroed */
 }
 
+_Static_assert(TP_DBT_SPACE_AT >= TP_DBT_MAP_AT + TP_DBT_MAP_SIZE,
+	       "the runtime's address space overlaps the repositories");
+
+long tp_dbt_mmap(size_t size, int prot, int flags, int fd)
+{
+	static uint64_t next = TP_DBT_SPACE_AT;
+	uint64_t len = (size + 0xffff) & ~0xffffull,
+		 at = __atomic_fetch_add(&next, len, __ATOMIC_RELAXED);
+
+	if (at + len > TP_DBT_SPACE_END)
+		return -ENOMEM;
+	return tp_raw6(SYS_mmap, at, size, prot, flags | MAP_FIXED_NOREPLACE, fd, 0);
+}
+
 long tp_dbt_gettid(void)
 {
 	return tp_raw0(SYS_gettid);
@@ -249,9 +264,9 @@ static size_t client_tls(void)
 struct tp_dbt_thread *tp_dbt_thread_new(void)
 {
 	/* the stack first, so that overflowing it faults below the mapping */
-	long at = tp_raw6(SYS_mmap, 0,
-			  THREAD_STACK + THREAD_BLOCK + THREAD_TABLE + client_tls() + THREAD_ALT,
-			  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	long at =
+	    tp_dbt_mmap(THREAD_STACK + THREAD_BLOCK + THREAD_TABLE + client_tls() + THREAD_ALT,
+			PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1);
 	struct tp_dbt_thread *t;
 
 	if (tp_raw_failed(at))

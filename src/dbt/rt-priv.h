@@ -74,6 +74,9 @@ extern struct tp_dbt_rt tp_dbt TP_DBT_HIDDEN;
 
 /* rt-main.c */
 void *tp_dbt_alloc(size_t size) TP_DBT_HIDDEN; /* zeroed, 64-aligned, never freed; NULL */
+/* mmap(@prot, @flags, @fd) of @size bytes in the runtime's own address space (never where
+ * the program's mappings go); the address or -errno. */
+long tp_dbt_mmap(size_t size, int prot, int flags, int fd) TP_DBT_HIDDEN;
 /* Record why the run cannot go on correctly (the first reason only) for tracepad. */
 void tp_dbt_fail(const char *what, uint64_t pc) TP_DBT_HIDDEN;
 /* Add the calling thread's count to the control block (what was not added before). */
