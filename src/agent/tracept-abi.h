@@ -10,8 +10,8 @@
 #define TP_FTP_MAGIC 0x5054465044415254ull /* "TRADPFTP" */
 #define TP_FTP_ABI 1
 #define TP_FTP_MAX_TPS 64
-#define TP_FTP_MAX_ITEMS 56 /* tracept's TP_MAX_ITEMS */
-#define TP_FTP_MAX_INSNS 8  /* displaced instructions of a jmp site (pad.c's MAX_INSNS) */
+#define TP_FTP_MAX_ITEMS 56    /* tracept's TP_MAX_ITEMS */
+#define TP_FTP_MAX_INSNS 8     /* displaced instructions of a jmp site (pad.c's MAX_INSNS) */
 #define TP_FTP_REC_FILL 0xffff /* a record's tp: filler up to the end of the ring */
 
 /* One collect item: its bytecode, and what the code computes. */
@@ -24,8 +24,8 @@ struct tp_ftp_item {
 struct tp_ftp_tp {
 	/* written by tracepad */
 	uint64_t addr;
-	uint64_t fn_lo, fn_hi; /* the function around addr, for the relocator's checks */
-	uint64_t pass_count;   /* 0: no limit */
+	uint64_t fn_lo, fn_hi;	     /* the function around addr, for the relocator's checks */
+	uint64_t pass_count;	     /* 0: no limit */
 	uint32_t cond_off, cond_len; /* cond_len 0: no condition */
 	uint32_t items_off, nitems;  /* struct tp_ftp_item[nitems] */
 	uint32_t rec_size;	     /* bytes of a frame record, a multiple of 8 */

@@ -41,6 +41,7 @@ static struct {
 	uint32_t gen; /* a session: threads claim their ring again */
 	int on, forked, atfork;
 	struct site sites[TP_FTP_MAX_TPS];
+	uint64_t addrs[TP_FTP_MAX_TPS];
 	uint32_t nsites;
 } ftp;
 
@@ -107,7 +108,8 @@ static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp
 		tp_raw0(SYS_sched_yield);
 	}
 	if (fill) {
-		struct tp_ftp_rec *f = (struct tp_ftp_rec *)(ftp.data + (uint64_t)t->ring * size + pos);
+		struct tp_ftp_rec *f =
+		    (struct tp_ftp_rec *)(ftp.data + (uint64_t)t->ring * size + pos);
 
 		f->size = (uint32_t)fill;
 		f->tp = TP_FTP_REC_FILL;
@@ -375,10 +377,13 @@ __attribute__((visibility("default"))) int tracepad_ftp_install(void)
 	}
 	__atomic_store_n(&ftp.on, 1, __ATOMIC_RELEASE);
 	__atomic_or_fetch(&c->state, TP_FTP_ST_ACTIVE, __ATOMIC_RELEASE);
+	/* another tracepoint's address is a target too: no jmp may cover it */
+	for (uint32_t k = 0; k < ftp.nsites; k++)
+		ftp.addrs[k] = ftp.tps[ftp.sites[k].tps[0]].addr;
 	for (uint32_t k = 0; k < ftp.nsites; k++) {
 		struct site *s = &ftp.sites[k];
 		struct tp_ftp_tp *tp = &ftp.tps[s->tps[0]];
-		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, NULL, 0};
+		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, ftp.addrs, ftp.nsites};
 		int err = tp_rt_pad_install(tp->addr, hit, s, TP_RT_PAD_STOPPED, &w, &s->pad);
 
 		for (uint32_t j = 0; j < s->n; j++) {
@@ -390,8 +395,8 @@ __attribute__((visibility("default"))) int tracepad_ftp_install(void)
 			x->kind = tp_rt_pad_kind(s->pad);
 			x->why = tp_rt_pad_why(s->pad);
 			x->covered = (uint32_t)tp_rt_pad_covered(s->pad);
-			x->ninsn = (uint32_t)tp_rt_pad_layout(s->pad, x->ioff, x->icopy,
-							      TP_FTP_MAX_INSNS);
+			x->ninsn =
+			    (uint32_t)tp_rt_pad_layout(s->pad, x->ioff, x->icopy, TP_FTP_MAX_INSNS);
 		}
 		if (err) {
 			s->pad = NULL;

@@ -52,8 +52,7 @@ static void guard_handler(int sig, siginfo_t *si, void *ucv)
 		g[REG_RIP] = (greg_t)(uintptr_t)tp_rt_mem_copy_fixup;
 		return;
 	}
-	if (old->handler == SIG_DFL || old->handler == SIG_IGN ||
-	    (old->flags & SA_RESETHAND)) {
+	if (old->handler == SIG_DFL || old->handler == SIG_IGN || (old->flags & SA_RESETHAND)) {
 		/* the program's action from now on: the fault comes again and takes it */
 		struct tp_ksigaction dfl = *old;
 

@@ -62,10 +62,24 @@ static struct arena *arena_new(uint64_t near)
 
 	/* below @near: above the program's text come its data and its heap, which must keep
 	 * room to grow; MAP_FIXED_NOREPLACE is only a hint on old kernels: check reach */
-	for (int i = 1; i < 64; i++) {
+	for (int i = 1; i < 64 + 64; i++) {
 		uint64_t hint = (near & ~0xfffffull) - (uint64_t)i * 0x1000000ull;
-		long p = tp_raw6(SYS_mmap, (long)hint, ARENA_SIZE, PROT_READ | PROT_EXEC,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		long p;
+
+		/* code in the lowest 1 GiB (a program that is not PIE, at 0x400000): below it
+		 * in arena steps down to 1 MiB, else 256 MiB and more above it */
+		if (i >= 64 || (uint64_t)i * 0x1000000ull > (near & ~0xfffffull)) {
+			int k = i >= 64 ? i - 63 : 1;
+
+			hint = (near & ~0xffffull) - (uint64_t)k * 0x10000ull;
+			if (hint < 0x100000ull || hint > near)
+				hint = (near & ~0xfffffull) + 0x10000000ull +
+				       (uint64_t)k * 0x100000ull;
+			if (i < 64)
+				i = 63;
+		}
+		p = tp_raw6(SYS_mmap, (long)hint, ARENA_SIZE, PROT_READ | PROT_EXEC,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
 		if (tp_raw_failed(p))
 			continue;

@@ -460,7 +460,7 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 	}
 	if (s.fast)
 		timer_delete(tick);
-out_loop: {
+out_loop : {
 	pid_t t[1];
 
 	if (tp_proc_tasks(s.p, t, 1) > 0) {
@@ -474,17 +474,17 @@ out_loop: {
 			ret = 1;
 		}
 		tp_proc_detach(s.p);
-			if (s.launched && !stopped) {
-				int st = 0;
+		if (s.launched && !stopped) {
+			int st = 0;
 
-				while (waitpid(s.pid, &st, 0) < 0 && errno == EINTR)
-					;
-				s.status = st;
-			}
-		} else {
-			tp_proc_free(s.p);
+			while (waitpid(s.pid, &st, 0) < 0 && errno == EINTR)
+				;
+			s.status = st;
 		}
+	} else {
+		tp_proc_free(s.p);
 	}
+}
 done:
 	tp_proc_guard_clear();
 	tp_tracept_fast_end(&s);

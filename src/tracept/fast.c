@@ -113,8 +113,8 @@ static int block_new(struct session *s, struct fast *f)
 		/* the function's bounds, so that the agent need not ask the loader (dladdr) with
 		 * every other thread stopped */
 		if (m && !tp_symtab_lookup(s->syms, t->addr, false, &l) && l.function &&
-		    !tp_elf_lookup(m->path, l.function, &lo, &size) && lo + m->bias == l.func_addr &&
-		    t->addr < l.func_addr + size) {
+		    !tp_elf_lookup(m->path, l.function, &lo, &size) &&
+		    lo + m->bias == l.func_addr && t->addr < l.func_addr + size) {
 			x->fn_lo = l.func_addr;
 			x->fn_hi = l.func_addr + size;
 		}
@@ -207,7 +207,7 @@ static int load_agent(struct session *s, struct fast *f, pid_t tid, char *agent)
 	if (!r && (int32_t)ret) {
 		f->ctl->error[sizeof(f->ctl->error) - 1] = 0;
 		tp_err("--fast: the agent refused: %s",
-		       (int32_t)ret == -3   ? "another session is under way"
+		       (int32_t)ret == -3 ? "another session is under way"
 		       : f->ctl->error[0] ? f->ctl->error
 					  : "it cannot open tracepad's block");
 		return -EIO;
@@ -242,7 +242,8 @@ static int move_threads(struct session *s, struct fast *f)
 		for (uint32_t j = 0; j < f->n; j++) {
 			const struct tp_ftp_tp *x = &f->ftps[j];
 
-			for (uint32_t k = 1; x->first && k < x->ninsn && k < TP_FTP_MAX_INSNS; k++) {
+			for (uint32_t k = 1; x->first && k < x->ninsn && k < TP_FTP_MAX_INSNS;
+			     k++) {
 				uint64_t at = x->addr + x->ioff[k];
 				bool sys = (int64_t)regs.orig_rax >= 0 && regs.rip - 2 == at;
 
@@ -304,8 +305,7 @@ int tp_tracept_fast_start(struct session *s)
 
 		if (x->err) {
 			tp_err("%s: cannot place a fast tracepoint at %s: %s",
-			       f->tp_of[j]->spec->loc.where, f->tp_of[j]->where,
-			       strerror(-x->err));
+			       f->tp_of[j]->spec->loc.where, f->tp_of[j]->where, strerror(-x->err));
 			r = -EINVAL;
 		} else if (x->kind != 1) {
 			tp_info("%s: fast tracepoint at %s through an int3 (reason %u)",
@@ -365,7 +365,8 @@ void tp_tracept_fast_drain(struct session *s)
 			if (h->size < 8 || (h->size & 7) || h->size > size - (tail & (size - 1)) ||
 			    (h->tp != TP_FTP_REC_FILL &&
 			     (h->tp >= f->n || h->size != f->ftps[h->tp].rec_size))) {
-				tp_warn("--fast: a broken frame record in ring %u: ring dropped", i);
+				tp_warn("--fast: a broken frame record in ring %u: ring dropped",
+					i);
 				tail = head;
 				break;
 			}
@@ -450,7 +451,8 @@ void tp_tracept_fast_end(struct session *s)
 		tp_tracept_fast_drain(s);
 		counts(s, f);
 		if (f->ctl->nested)
-			tp_warn("--fast: %" PRIu64 " hits inside a signal handler that interrupted a "
+			tp_warn("--fast: %" PRIu64
+				" hits inside a signal handler that interrupted a "
 				"hit were counted as discarded",
 				f->ctl->nested);
 		munmap(f->ctl, f->size);

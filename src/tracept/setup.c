@@ -335,20 +335,23 @@ static void choose_fast(struct session *s)
 
 		tp->fast = tp->spec->fast;
 		if (tp->fast && tp->spec->while_stepping) {
-			tp_warn("%s: --while-stepping: a normal tracepoint (int3) instead of a fast one",
+			tp_warn("%s: --while-stepping: a normal tracepoint (int3) instead of a "
+				"fast one",
 				tp->spec->loc.where);
 			tp->fast = false;
 		} else if (tp->fast && tp->pending) {
-			tp_warn("%s: not loaded yet: a normal tracepoint (int3) instead of a fast one",
-				tp->spec->loc.where);
+			tp_warn(
+			    "%s: not loaded yet: a normal tracepoint (int3) instead of a fast one",
+			    tp->spec->loc.where);
 			tp->fast = false;
 		}
 		for (int k = 0; k < i && !tp->pending; k++) {
 			if (s->tps[k].pending || s->tps[k].addr != tp->addr ||
 			    s->tps[k].fast == tp->fast)
 				continue;
-			tp_warn("%s: %s tracepoint, as the one before it at %s", tp->spec->loc.where,
-				s->tps[k].fast ? "a fast" : "a normal", tp->where);
+			tp_warn("%s: %s tracepoint, as the one before it at %s",
+				tp->spec->loc.where, s->tps[k].fast ? "a fast" : "a normal",
+				tp->where);
 			tp->fast = s->tps[k].fast;
 			break;
 		}

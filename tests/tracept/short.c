@@ -1,0 +1,49 @@
+/* Driver of short.S: "addrs" prints the traced addresses; "N" calls shorts(i) and
+ * redzone(i) for i < N in T threads (argv[2], default 1) and prints what they returned. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+long shorts(long n);
+long redzone(long x);
+extern const unsigned long short_addrs[];
+
+static long n;
+
+static void *run(void *arg)
+{
+	long bad = 0, sum = 0;
+
+	(void)arg;
+	for (long i = 0; i < n; i++) {
+		bad += shorts(i % 16) != (i % 16) * (i % 16 + 1) / 2;
+		bad += redzone(i) != 16 * i + 120;
+		sum += redzone(i);
+	}
+	printf("sum %ld bad %ld\n", sum, bad);
+	return (void *)bad;
+}
+
+int main(int argc, char **argv)
+{
+	int t = argc > 2 ? atoi(argv[2]) : 1;
+	pthread_t th[16];
+	long bad = 0;
+
+	if (argc > 1 && !strcmp(argv[1], "addrs")) {
+		for (int i = 0; short_addrs[i]; i++)
+			printf("0x%lx\n", short_addrs[i]);
+		return 0;
+	}
+	n = argc > 1 ? atol(argv[1]) : 100;
+	for (int k = 0; k < t && k < 16; k++)
+		pthread_create(&th[k], NULL, run, NULL);
+	for (int k = 0; k < t && k < 16; k++) {
+		void *r;
+
+		pthread_join(th[k], &r);
+		bad += (long)r;
+	}
+	return bad != 0;
+}
