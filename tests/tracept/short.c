@@ -1,5 +1,6 @@
 /* Driver of short.S: "addrs" prints the traced addresses; "N" calls shorts(i) and
- * redzone(i) for i < N in T threads (argv[2], default 1) and prints what they returned. */
+ * redzone(i) for i < N in T threads (argv[2], default 1) and prints what they returned;
+ * "spin" does it for ever, aborting at the first wrong result. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,13 +11,19 @@ long redzone(long x);
 extern const unsigned long short_addrs[];
 
 static long n;
+static int spin;
 
 static void *run(void *arg)
 {
 	long bad = 0, sum = 0;
 
 	(void)arg;
-	for (long i = 0; i < n; i++) {
+	for (long i = 0; i < n || spin; i++) {
+		if (spin && (shorts(i % 16) != (i % 16) * (i % 16 + 1) / 2 ||
+			     redzone(i) != 16 * i + 120))
+			abort(); /* a tracepoint changed what the code computes */
+		if (spin)
+			continue;
 		bad += shorts(i % 16) != (i % 16) * (i % 16 + 1) / 2;
 		bad += redzone(i) != 16 * i + 120;
 		sum += redzone(i);
@@ -35,6 +42,12 @@ int main(int argc, char **argv)
 		for (int i = 0; short_addrs[i]; i++)
 			printf("0x%lx\n", short_addrs[i]);
 		return 0;
+	}
+	if (argc > 1 && !strcmp(argv[1], "spin")) {
+		/* attached to: T threads for ever, aborting on a wrong result */
+		spin = 1;
+		printf("ready\n");
+		fflush(stdout);
 	}
 	n = argc > 1 ? atol(argv[1]) : 100;
 	for (int k = 0; k < t && k < 16; k++)
