@@ -39,11 +39,15 @@ struct tp_ftp_tp {
 	uint64_t icopy[TP_FTP_MAX_INSNS];
 };
 
-/* A ring: one thread writes (head), tracepad reads (tail); byte counts since the start. */
+/* A ring: one thread writes (head), tracepad reads (tail); byte counts since the start,
+ * each on its own cache line (the two sides write them at every frame). */
 struct tp_ftp_ring {
 	int32_t tid; /* 0: free; claimed by CAS at the thread's first frame */
 	uint32_t pad;
-	uint64_t head, tail;
+	uint64_t head;
+	uint8_t line0[48];
+	uint64_t tail;
+	uint8_t line1[56];
 };
 
 /* A frame: this header, u64 values[nitems], then the memory items' bytes, padded to 8. */

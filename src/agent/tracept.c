@@ -50,6 +50,7 @@ struct tstate {
 	int32_t ring; /* -1: none yet, -2: none to be had */
 	int32_t tid;
 	uint32_t depth;
+	uint64_t tail; /* the ring's tail as last read: re-read only when it looks full */
 };
 static __thread struct tstate fts __attribute__((tls_model("initial-exec")));
 
@@ -101,11 +102,12 @@ static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp
 	head = r->head;
 	pos = head & (size - 1);
 	fill = pos + need > size ? size - pos : 0;
-	for (unsigned spins = 1;
-	     size - (head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE)) < fill + need; spins++) {
-		if (!(spins % WAIT_POLL) && tracer_gone())
+	for (unsigned spins = 0; size - (head - t->tail) < fill + need; spins++) {
+		if (spins && !(spins % WAIT_POLL) && tracer_gone())
 			return NULL;
-		tp_raw0(SYS_sched_yield);
+		if (spins)
+			tp_raw0(SYS_sched_yield);
+		t->tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 	}
 	if (fill) {
 		struct tp_ftp_rec *f =
@@ -138,8 +140,15 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, co
 	val = (uint64_t *)(rec + sizeof(*h));
 	mem = (uint8_t *)(val + tp->nitems);
 	for (uint32_t i = 0; i < tp->nitems; i++) {
+		const uint8_t *code = (const uint8_t *)ftp.ctl + it[i].code_off;
 		uint64_t v = 0;
 
+		/* a register ($regs): no evaluator */
+		if (it[i].code_len == 3 && code[0] == TP_OP_REG && code[1] < TP_UREG_COUNT &&
+		    code[2] == TP_OP_END && !it[i].mem) {
+			val[i] = u[code[1]];
+			continue;
+		}
 		if (eval(r, u, it[i].code_off, it[i].code_len, &v)) {
 			unavail |= 1ull << i;
 			val[i] = 0;
@@ -188,6 +197,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		t->ring = -1;
 		t->depth = 0;
 		t->tid = 0;
+		t->tail = 0;
 	}
 	for (int i = 0; i < TP_UREG_COUNT; i++)
 		u[i] = 0;

@@ -12,16 +12,26 @@
 /* ---- guarded reads: a plain copy whose fault is caught (the kernel's exception table) ----
  *
  * A jump pad's callback must read the program's memory at tens of nanoseconds, so not with
- * a system call.  tp_rt_mem_copy_guarded's only load is one `rep movsb`; a SIGSEGV or
- * SIGBUS raised there is taken by the guard's handler, which resumes at the fixup (returning
- * -EFAULT).  Any other fault goes to what the program had installed: its handler is called,
- * or its default action is put back and the instruction faults again. */
+ * a system call.  tp_rt_mem_copy_guarded's only loads are one mov (8 bytes) or one `rep movsb`; a
+ * SIGSEGV or SIGBUS raised there is taken by the guard's handler, which resumes at the fixup
+ * (returning -EFAULT).  Any other fault goes to what the program had installed: its handler is
+ * called, or its default action is put back and the instruction faults again. */
 __asm__(".text\n"
 	".p2align 4\n"
 	".globl tp_rt_mem_copy_guarded\n"
 	".hidden tp_rt_mem_copy_guarded\n"
 	".type tp_rt_mem_copy_guarded, @function\n"
 	"tp_rt_mem_copy_guarded:\n"
+	"\tcmp $8, %rdx\n"
+	"\tjne 1f\n"
+	".globl tp_rt_mem_copy_insn8\n"
+	".hidden tp_rt_mem_copy_insn8\n"
+	"tp_rt_mem_copy_insn8:\n"
+	"\tmov (%rsi), %rax\n"
+	"\tmov %rax, (%rdi)\n"
+	"\txor %eax, %eax\n"
+	"\tret\n"
+	"1:\n"
 	"\tmov %rdx, %rcx\n"
 	"\tcld\n"
 	".globl tp_rt_mem_copy_insn\n"
@@ -37,7 +47,8 @@ __asm__(".text\n"
 	"\tret\n"
 	".size tp_rt_mem_copy_guarded, .-tp_rt_mem_copy_guarded\n");
 int tp_rt_mem_copy_guarded(void *dst, const void *src, size_t len) TP_RT_HIDDEN;
-extern const char tp_rt_mem_copy_insn[] TP_RT_HIDDEN, tp_rt_mem_copy_fixup[] TP_RT_HIDDEN;
+extern const char tp_rt_mem_copy_insn[] TP_RT_HIDDEN, tp_rt_mem_copy_fixup[] TP_RT_HIDDEN,
+    tp_rt_mem_copy_insn8[] TP_RT_HIDDEN;
 
 static struct tp_ksigaction guard_old[2]; /* SIGSEGV, SIGBUS: the program's */
 static int guard_on;
@@ -48,7 +59,9 @@ static void guard_handler(int sig, siginfo_t *si, void *ucv)
 	greg_t *g = uc->uc_mcontext.gregs;
 	struct tp_ksigaction *old = &guard_old[sig == SIGBUS];
 
-	if (si->si_code > 0 && (uint64_t)g[REG_RIP] == (uint64_t)(uintptr_t)tp_rt_mem_copy_insn) {
+	if (si->si_code > 0 &&
+	    ((uint64_t)g[REG_RIP] == (uint64_t)(uintptr_t)tp_rt_mem_copy_insn ||
+	     (uint64_t)g[REG_RIP] == (uint64_t)(uintptr_t)tp_rt_mem_copy_insn8)) {
 		g[REG_RIP] = (greg_t)(uintptr_t)tp_rt_mem_copy_fixup;
 		return;
 	}

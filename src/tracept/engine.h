@@ -73,7 +73,7 @@ void tp_tracept_where(struct session *s, uint64_t pc, char *buf, size_t len);
  * text; free.  fast_run: all tracepoints fast, the program runs without ptrace until it
  * ends or *@stopped. */
 int tp_tracept_fast_start(struct session *s);
-void tp_tracept_fast_drain(struct session *s);
+uint64_t tp_tracept_fast_drain(struct session *s); /* frames drained */
 int tp_tracept_fast_stop(struct session *s);
 int tp_tracept_fast_run(struct session *s, bool *stopped);
 void tp_tracept_fast_end(struct session *s);

@@ -26,9 +26,9 @@ _Static_assert(TP_FTP_MAX_ITEMS == TP_MAX_ITEMS, "a frame's items");
 
 #define TASKS_MAX 4096
 #define RINGS 32
-#define RING_MIN (256u * 1024)
-#define DETACH_ROUNDS 2000 /* rounds of 1 ms for threads to leave the callbacks */
-#define ORIG_LEN 16	   /* bytes compared before and after, at each address */
+#define RING_MIN (1024u * 1024) /* a thread's frames between two drains */
+#define DETACH_ROUNDS 2000	/* rounds of 1 ms for threads to leave the callbacks */
+#define ORIG_LEN 16		/* bytes compared before and after, at each address */
 
 struct fast {
 	int fd;
@@ -343,14 +343,16 @@ static void one(struct session *s, struct fast *f, const struct tp_ftp_rec *h)
 	tp_tracept_frame_out(s, t, &t->items, h->tid, &fr);
 }
 
-void tp_tracept_fast_drain(struct session *s)
+uint64_t tp_tracept_fast_drain(struct session *s)
 {
+	uint64_t n = 0;
+
 	struct fast *f = s->fast;
 	struct tp_ftp_ring *rings;
 	uint32_t size;
 
 	if (!f || !f->ctl)
-		return;
+		return 0;
 	rings = (void *)((uint8_t *)f->ctl + f->ctl->rings_off);
 	size = f->ctl->ring_size;
 	for (uint32_t i = 0; i < RINGS; i++) {
@@ -370,12 +372,15 @@ void tp_tracept_fast_drain(struct session *s)
 				tail = head;
 				break;
 			}
-			if (h->tp != TP_FTP_REC_FILL)
+			if (h->tp != TP_FTP_REC_FILL) {
 				one(s, f, h);
+				n++;
+			}
 			tail += h->size;
 		}
 		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 	}
+	return n;
 }
 
 /* The agent's counts into the tracepoints (fast ones only count there). */
@@ -481,7 +486,9 @@ int tp_tracept_fast_run(struct session *s, bool *stopped)
 		struct pollfd pf = {.fd = pfd, .events = POLLIN};
 		int st;
 
-		tp_tracept_fast_drain(s);
+		/* while frames come, drain without sleeping: a thread waits for room in its ring */
+		bool busy = tp_tracept_fast_drain(s) > 0;
+
 		if (s->launched) {
 			pid_t w = waitpid(s->pid, &st, WNOHANG);
 
@@ -490,8 +497,10 @@ int tp_tracept_fast_run(struct session *s, bool *stopped)
 				ended = true;
 				break;
 			}
-			usleep(1000);
-		} else if (pfd < 0 ? kill(s->pid, 0) && errno == ESRCH : poll(&pf, 1, 1) > 0) {
+			if (!busy)
+				usleep(1000);
+		} else if (pfd < 0 ? kill(s->pid, 0) && errno == ESRCH
+				   : poll(&pf, 1, busy ? 0 : 1) > 0) {
 			ended = true;
 			break;
 		}

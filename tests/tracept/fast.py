@@ -51,6 +51,14 @@ for f in r.frames:
     ok &= vals == [x + 15 - k for k in range(16)]
 check(ok and r.frames, "red zone: the values collected there are the leaf's own", r.frames[:1])
 
+# An address that is not mapped: the guarded read says unavailable, the program runs on.
+r = trace(["-t", "*" + A[5], "-a", "collect *(long*)16, *(long*)$rdi@2, $rdi", "--", prog, "5"])
+check(r.rc == 0 and r.out == subprocess.run([prog, "5"], capture_output=True,
+                                            text=True).stdout and len(r.frames) == 10 and
+      all(f.vals["*(long*)16"] == "<unavailable>" for f in r.frames) and
+      all(f.vals["*(long*)$rdi@2"] == "<unavailable>" for f in r.frames if f.int("$rdi") < 4096),
+      "reads of unmapped memory: unavailable, the program unharmed", r.err[-1500:])
+
 # Four threads: exact totals.
 r = trace(["-q", "-t", "*" + A[0], "-t", "*" + A[5], "-a", "collect $rdi", "--", prog,
            str(N), "4"])

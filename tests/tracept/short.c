@@ -19,8 +19,8 @@ static void *run(void *arg)
 
 	(void)arg;
 	for (long i = 0; i < n || spin; i++) {
-		if (spin && (shorts(i % 16) != (i % 16) * (i % 16 + 1) / 2 ||
-			     redzone(i) != 16 * i + 120))
+		if (spin &&
+		    (shorts(i % 16) != (i % 16) * (i % 16 + 1) / 2 || redzone(i) != 16 * i + 120))
 			abort(); /* a tracepoint changed what the code computes */
 		if (spin)
 			continue;
