@@ -18,6 +18,9 @@
 /* A thread whose ring stays full waits for tracepad; it looks for tracepad's death every
  * so many yields (a frame is lost only then). */
 #define WAIT_POLL 1024
+/* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
+ * (killed without detaching) the pads stay but do nothing. */
+#define HIT_POLL 0xffff
 
 int tracepad_ftp_attach(int tracer, int fd);
 int tracepad_ftp_install(void);
@@ -51,6 +54,7 @@ struct tstate {
 	int32_t tid;
 	uint32_t depth;
 	uint64_t tail; /* the ring's tail as last read: re-read only when it looks full */
+	uint32_t polls;
 };
 static __thread struct tstate fts __attribute__((tls_model("initial-exec")));
 
@@ -71,7 +75,10 @@ static int tracer_gone(void)
 {
 	int t = ftp.ctl->tracer_pid;
 
-	return t > 0 && tp_raw2(SYS_kill, t, 0) == -ESRCH;
+	if (t <= 0 || tp_raw2(SYS_kill, t, 0) != -ESRCH)
+		return 0;
+	__atomic_store_n(&ftp.on, 0, __ATOMIC_RELEASE);
+	return 1;
 }
 
 /* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
@@ -198,7 +205,10 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		t->depth = 0;
 		t->tid = 0;
 		t->tail = 0;
+		t->polls = 0;
 	}
+	if (!(++t->polls & HIT_POLL) && tracer_gone())
+		return;
 	for (int i = 0; i < TP_UREG_COUNT; i++)
 		u[i] = 0;
 	u[TP_UREG_RAX] = r->rax, u[TP_UREG_RBX] = r->rbx, u[TP_UREG_RCX] = r->rcx;
