@@ -316,7 +316,8 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 	long myfd, p, n;
 	struct tp_ftp_ctl *c;
 
-	if (ftp.ctl)
+	/* the block of a tracepad killed without detaching goes once no thread uses it */
+	if (ftp.ctl && (!tracer_gone() || tracepad_ftp_detach()))
 		return -3;
 	tp_agent_fd_path(path, tracer, fd);
 	myfd = tp_raw3(SYS_open, path, O_RDWR | O_CLOEXEC, 0);

@@ -146,7 +146,8 @@ static int on_hit(struct session *s, pid_t tid, struct user_regs_struct *regs, i
 		struct tracepoint *tp = &s->tps[i];
 		uint64_t v = 1;
 
-		if (tp->addr != addr || tp->pending || tp->dead)
+		/* a fast tracepoint's int3 is the agent's: passed on with its SIGTRAP */
+		if (tp->addr != addr || tp->pending || tp->dead || tp->fast)
 			continue;
 		ours = true;
 		tp->hits++;

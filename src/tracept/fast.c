@@ -142,20 +142,26 @@ static int block_new(struct session *s, struct fast *f)
 
 /* ---- the agent ---- */
 
+/* The task to call the loader and the agent in: one blocked in a system call other than
+ * futex (it holds no lock of the program's, most likely), the leader first (as the trapflag
+ * engine's -p), else the leader. */
 static pid_t pick_task(struct session *s)
 {
-	pid_t tids[64];
-	int n = tp_proc_tasks(s->p, tids, 64);
+	pid_t tids[TASKS_MAX], blocked = 0;
+	int n = tp_proc_tasks(s->p, tids, TASKS_MAX);
 
-	/* the leader blocked in a system call other than futex holds no lock, most likely */
-	for (int i = 0; i < n && i < 64; i++) {
+	for (int i = 0; i < n && i < TASKS_MAX; i++) {
 		struct user_regs_struct regs;
 
-		if (tids[i] == s->pid && !tp_proc_get_regs(tids[i], &regs) &&
-		    (int64_t)regs.orig_rax >= 0 && regs.orig_rax != SYS_futex)
+		if (tp_proc_get_regs(tids[i], &regs) || (int64_t)regs.orig_rax < 0 ||
+		    regs.orig_rax == SYS_futex)
+			continue;
+		if (tids[i] == s->pid)
 			return s->pid;
+		if (!blocked)
+			blocked = tids[i];
 	}
-	return s->pid;
+	return blocked ? blocked : s->pid;
 }
 
 struct agent_where {

@@ -51,6 +51,18 @@ for f in r.frames:
     ok &= vals == [x + 15 - k for k in range(16)]
 check(ok and r.frames, "red zone: the values collected there are the leaf's own", r.frames[:1])
 
+# Beside an int3 tracepoint (--while-stepping stays one): the fast one's int3 site (before a
+# branch target) is the agent's, each hit one frame.
+r = trace(["-t", "*" + A[4], "-a", "collect $rcx", "-t", "*" + A[5], "--while-stepping", "1",
+           "-a", "collect $rdi", "--", prog, "100"])
+c1, c2 = r.counts.get(1), r.counts.get(2)
+n100 = sum(i % 16 for i in range(100))
+check(r.rc == 0 and "a normal tracepoint (int3) instead of a fast one" in r.err and
+      c1 and c1.hits == n100 and len([f for f in r.frames if f.tp == 1]) == n100 and
+      c2 and c2.hits == 200 and len([f for f in r.frames if f.tp == 2]) == 400 and
+      r.exact(1) and r.exact(2), "fast beside normal: %d and 200 hits, a frame each" % n100,
+      r.err[-1500:])
+
 # An address that is not mapped: the guarded read says unavailable, the program runs on.
 r = trace(["-t", "*" + A[5], "-a", "collect *(long*)16, *(long*)$rdi@2, $rdi", "--", prog, "5"])
 check(r.rc == 0 and r.out == subprocess.run([prog, "5"], capture_output=True,
