@@ -30,7 +30,7 @@ struct tp_ftp_tp {
 	uint32_t items_off, nitems;  /* struct tp_ftp_item[nitems] */
 	uint32_t rec_size;	     /* bytes of a frame record, a multiple of 8 */
 	uint32_t first;		     /* 1: the first tracepoint at addr (it owns the pad) */
-	/* written by the agent */
+	/* written by the agent: plus what the rings count */
 	uint64_t hits, collected, discarded, errors;
 	uint64_t lost; /* collected, but no room in the thread's ring */
 	int32_t err;   /* placing it: 0 or -errno */
@@ -38,6 +38,9 @@ struct tp_ftp_tp {
 	uint8_t ioff[TP_FTP_MAX_INSNS];
 	uint64_t icopy[TP_FTP_MAX_INSNS];
 };
+
+/* Counts of a tracepoint: hits, collected, discarded, errors (struct tp_ftp_tp's order). */
+#define TP_FTP_COUNTS 4
 
 /* A ring: one thread writes (head), tracepad reads (tail); byte counts since the start,
  * each on its own cache line (the two sides write them at every frame). */
@@ -48,6 +51,9 @@ struct tp_ftp_ring {
 	uint8_t line0[48];
 	uint64_t tail;
 	uint8_t line1[56];
+	/* the owner's counts of each tracepoint, added to the tracepoint's own (a lock'ed add
+	 * a hit costs more than the rest of the callback) */
+	uint64_t counts[TP_FTP_MAX_TPS][TP_FTP_COUNTS];
 };
 
 /* A frame: this header, u64 values[nitems], then the memory items' bytes, padded to 8. */

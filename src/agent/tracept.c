@@ -83,17 +83,14 @@ static int tracer_gone(void)
 
 /* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
  * record's address, or NULL. */
-static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
+/* The calling thread's ring, claimed at its first hit; NULL when every ring is taken. */
+static struct tp_ftp_ring *own_ring(struct tstate *t)
 {
-	uint32_t size = ftp.ctl->ring_size, nr = ftp.ctl->nrings;
-	struct tp_ftp_ring *r;
-	uint64_t head, pos, fill;
-
 	if (t->ring == -1) {
 		t->ring = -2;
 		if (!t->tid)
 			t->tid = (int32_t)tp_raw0(SYS_gettid);
-		for (uint32_t i = 0; i < nr; i++) {
+		for (uint32_t i = 0; i < ftp.ctl->nrings; i++) {
 			int32_t zero = 0;
 
 			if (__atomic_compare_exchange_n(&ftp.rings[i].tid, &zero, t->tid, 0,
@@ -103,6 +100,25 @@ static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp
 			}
 		}
 	}
+	return t->ring < 0 ? NULL : &ftp.rings[t->ring];
+}
+
+/* Count @c (TP_FTP_COUNTS' order) of tracepoint @k: in the thread's ring with one add that
+ * a signal handler of the same thread cannot split, else in the shared count. */
+static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
+{
+	if (own)
+		__asm__("addq $1, %0" : "+m"(own->counts[k][c]));
+	else
+		__atomic_fetch_add(&ftp.tps[k].hits + c, 1, __ATOMIC_RELAXED);
+}
+
+static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
+{
+	uint32_t size = ftp.ctl->ring_size;
+	struct tp_ftp_ring *r;
+	uint64_t head, pos, fill;
+
 	if (t->ring < 0 || need > size / 2)
 		return NULL;
 	r = &ftp.rings[t->ring];
@@ -176,6 +192,11 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, co
 	h->pad2 = 0;
 	h->unavail = unavail;
 	__atomic_store_n(&ring->head, ring->head + tp->rec_size, __ATOMIC_RELEASE);
+	/* the next frame's lines, fetched for writing while the program runs on */
+	rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
+	      ((ring->head) & (ftp.ctl->ring_size - 1));
+	for (uint32_t off = 0; off < tp->rec_size && off < 512; off += 64)
+		__builtin_prefetch(rec + off, 1, 3);
 }
 
 /* Claim one of the pass count's collections: 0 once they are used up. */
@@ -184,7 +205,7 @@ static int take_pass(struct tp_ftp_tp *tp)
 	uint64_t c = __atomic_load_n(&tp->collected, __ATOMIC_RELAXED);
 
 	do {
-		if (tp->pass_count && c >= tp->pass_count)
+		if (c >= tp->pass_count)
 			return 0;
 	} while (!__atomic_compare_exchange_n(&tp->collected, &c, c + 1, 1, __ATOMIC_RELAXED,
 					      __ATOMIC_RELAXED));
@@ -195,6 +216,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 {
 	struct site *s = ctx;
 	struct tstate *t = &fts;
+	struct tp_ftp_ring *own;
 	uint64_t u[TP_UREG_COUNT];
 
 	if (!__atomic_load_n(&ftp.on, __ATOMIC_ACQUIRE) || ftp.forked)
@@ -220,32 +242,37 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	u[TP_UREG_ORIG_RAX] = ~0ull;
 	u[TP_UREG_CS] = 0x33, u[TP_UREG_SS] = 0x2b;
 	t->depth++;
+	own = own_ring(t);
 	for (uint32_t i = 0; i < s->n; i++) {
-		struct tp_ftp_tp *tp = &ftp.tps[s->tps[i]];
+		uint32_t k = s->tps[i];
+		struct tp_ftp_tp *tp = &ftp.tps[k];
 		uint64_t v = 1;
 
-		__atomic_fetch_add(&tp->hits, 1, __ATOMIC_RELAXED);
+		bump(own, k, 0);
 		/* a signal handler that hit a tracepoint while this thread was writing a frame:
 		 * counted, not collected (the ring has one writer at a time) */
 		if (t->depth > 1) {
 			__atomic_fetch_add(&ftp.ctl->nested, 1, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&tp->discarded, 1, __ATOMIC_RELAXED);
+			bump(own, k, 2);
 			continue;
 		}
 		if (tp->pass_count &&
 		    __atomic_load_n(&tp->collected, __ATOMIC_RELAXED) >= tp->pass_count) {
-			__atomic_fetch_add(&tp->discarded, 1, __ATOMIC_RELAXED);
+			bump(own, k, 2);
 			continue;
 		}
 		if (tp->cond_len && eval(r, u, tp->cond_off, tp->cond_len, &v)) {
-			__atomic_fetch_add(&tp->errors, 1, __ATOMIC_RELAXED);
+			bump(own, k, 3);
 			v = 0;
 		}
-		if (!v || !take_pass(tp)) {
-			__atomic_fetch_add(&tp->discarded, 1, __ATOMIC_RELAXED);
+		/* under a pass count, collections are claimed in the shared count */
+		if (!v || (tp->pass_count && !take_pass(tp))) {
+			bump(own, k, 2);
 			continue;
 		}
-		collect(t, s->tps[i], r, u);
+		if (!tp->pass_count)
+			bump(own, k, 1);
+		collect(t, k, r, u);
 	}
 	t->depth--;
 }

@@ -26,7 +26,8 @@ _Static_assert(TP_FTP_MAX_ITEMS == TP_MAX_ITEMS, "a frame's items");
 
 #define TASKS_MAX 4096
 #define RINGS 32
-#define RING_MIN (1024u * 1024) /* a thread's frames between two drains */
+#define RING_MIN (4096u * 1024) /* a thread's frames between two drains, and more */
+#define NAP_US 250		/* between two drains that found nothing */
 #define DETACH_ROUNDS 2000	/* rounds of 1 ms for threads to leave the callbacks */
 #define ORIG_LEN 16		/* bytes compared before and after, at each address */
 
@@ -379,7 +380,11 @@ uint64_t tp_tracept_fast_drain(struct session *s)
 				break;
 			}
 			if (h->tp != TP_FTP_REC_FILL) {
-				one(s, f, h);
+				/* nothing to print nor record (-q without --trace): only counted */
+				if (s->o->quiet && !s->w)
+					s->frames++;
+				else
+					one(s, f, h);
 				n++;
 			}
 			tail += h->size;
@@ -392,6 +397,8 @@ uint64_t tp_tracept_fast_drain(struct session *s)
 /* The agent's counts into the tracepoints (fast ones only count there). */
 static void counts(struct session *s, struct fast *f)
 {
+	const struct tp_ftp_ring *rings = (void *)((uint8_t *)f->ctl + f->ctl->rings_off);
+
 	for (uint32_t j = 0; j < f->n; j++) {
 		struct tracepoint *t = f->tp_of[j];
 		const struct tp_ftp_tp *x = &f->ftps[j];
@@ -400,6 +407,12 @@ static void counts(struct session *s, struct fast *f)
 		t->collected = x->collected;
 		t->discarded = x->discarded;
 		t->errors = x->errors;
+		for (uint32_t i = 0; i < RINGS; i++) {
+			t->hits += rings[i].counts[j][0];
+			t->collected += rings[i].counts[j][1];
+			t->discarded += rings[i].counts[j][2];
+			t->errors += rings[i].counts[j][3];
+		}
 		s->lost += x->lost;
 	}
 }
@@ -477,7 +490,8 @@ void tp_tracept_fast_end(struct session *s)
 }
 
 /* All tracepoints fast: tracepad lets go of the program while it runs (no ptrace stop at
- * all), drains the rings every millisecond, and comes back to remove the pads. */
+ * all), drains the rings every NAP_US (at once again while frames come), and comes back to
+ * remove the pads. */
 int tp_tracept_fast_run(struct session *s, bool *stopped)
 {
 	int pfd, r = 0;
@@ -504,11 +518,12 @@ int tp_tracept_fast_run(struct session *s, bool *stopped)
 				break;
 			}
 			if (!busy)
-				usleep(1000);
-		} else if (pfd < 0 ? kill(s->pid, 0) && errno == ESRCH
-				   : poll(&pf, 1, busy ? 0 : 1) > 0) {
+				usleep(NAP_US);
+		} else if (pfd < 0 ? kill(s->pid, 0) && errno == ESRCH : poll(&pf, 1, 0) > 0) {
 			ended = true;
 			break;
+		} else if (!busy) {
+			usleep(NAP_US);
 		}
 	}
 	if (pfd >= 0)
