@@ -71,6 +71,16 @@ check(r.rc == 0 and r.out == subprocess.run([prog, "5"], capture_output=True,
       all(f.vals["*(long*)$rdi@2"] == "<unavailable>" for f in r.frames if f.int("$rdi") < 4096),
       "reads of unmapped memory: unavailable, the program unharmed", r.err[-1500:])
 
+# The program's own faults, with the agent's fault guard installed: its handler gets them,
+# or, without one, it dies of SIGSEGV as it would have.
+plain = subprocess.run([prog, "segv", "50"], capture_output=True, text=True).stdout
+r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "segv", "50"])
+check(r.rc == 0 and r.out == plain and "caught 50" in plain and len(r.frames) == 50,
+      "a program that catches its own SIGSEGV: caught 50 times, 50 frames", r)
+r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "crash", "5"])
+check(r.rc == 128 + signal.SIGSEGV and r.exact(1) and r.counts[1].hits == 1,
+      "a program that faults without a handler dies of SIGSEGV, as without tracepad", r)
+
 # Four threads: exact totals.
 r = trace(["-q", "-t", "*" + A[0], "-t", "*" + A[5], "-a", "collect $rdi", "--", prog,
            str(N), "4"])

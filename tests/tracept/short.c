@@ -1,7 +1,9 @@
 /* Driver of short.S: "addrs" prints the traced addresses; "N" calls shorts(i) and
  * redzone(i) for i < N in T threads (argv[2], default 1) and prints what they returned;
- * "spin" does it for ever, aborting at the first wrong result. */
+ * "spin" does it for ever, aborting at the first wrong result; "segv" and "crash" fault. */
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,36 @@ static void *run(void *arg)
 	return (void *)bad;
 }
 
+static sigjmp_buf back;
+static int *volatile unmapped = (int *)16;
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+	(void)sig, (void)si, (void)uc;
+	siglongjmp(back, 1);
+}
+
+/* "segv N": N faults of its own caught by its handler, between traced calls; "crash": a
+ * fault with the default action (the program dies of SIGSEGV as without tracepad). */
+static int faults(int n, int crash)
+{
+	struct sigaction sa = {.sa_sigaction = on_segv, .sa_flags = SA_SIGINFO};
+	volatile int caught = 0;
+	volatile long sum = 0;
+
+	if (!crash)
+		sigaction(SIGSEGV, &sa, NULL);
+	for (volatile int i = 0; i < n; i++) {
+		sum += redzone(i);
+		if (sigsetjmp(back, 1) == 0)
+			sum += *(volatile int *)unmapped;
+		else
+			caught++;
+	}
+	printf("segv %d caught %d sum %ld\n", n, caught, sum);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int t = argc > 2 ? atoi(argv[2]) : 1;
@@ -49,6 +81,10 @@ int main(int argc, char **argv)
 		printf("ready\n");
 		fflush(stdout);
 	}
+	if (argc > 2 && !strcmp(argv[1], "segv"))
+		return faults(atoi(argv[2]), 0);
+	if (argc > 2 && !strcmp(argv[1], "crash"))
+		return faults(atoi(argv[2]), 1);
 	n = argc > 1 ? atol(argv[1]) : 100;
 	for (int k = 0; k < t && k < 16; k++)
 		pthread_create(&th[k], NULL, run, NULL);
