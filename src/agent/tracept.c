@@ -83,20 +83,31 @@ static int tracer_gone(void)
 
 /* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
  * record's address, or NULL. */
-/* The calling thread's ring, claimed at its first hit; NULL when every ring is taken. */
+/* The calling thread's ring, claimed at its first hit: a free one, else one whose thread
+ * has exited (its frames carry their tid; a dead thread writes nothing more); NULL when
+ * every ring is some live thread's. */
 static struct tp_ftp_ring *own_ring(struct tstate *t)
 {
 	if (t->ring == -1) {
+		int32_t pid = ftp.ctl->pid;
+
 		t->ring = -2;
 		if (!t->tid)
 			t->tid = (int32_t)tp_raw0(SYS_gettid);
-		for (uint32_t i = 0; i < ftp.ctl->nrings; i++) {
-			int32_t zero = 0;
+		for (int pass = 0; pass < 2 && t->ring < 0; pass++) {
+			for (uint32_t i = 0; i < ftp.ctl->nrings; i++) {
+				int32_t cur = __atomic_load_n(&ftp.rings[i].tid, __ATOMIC_ACQUIRE);
 
-			if (__atomic_compare_exchange_n(&ftp.rings[i].tid, &zero, t->tid, 0,
-							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-				t->ring = (int32_t)i;
-				break;
+				if (pass ? tp_raw3(SYS_tgkill, pid, cur, 0) != -ESRCH : cur != 0)
+					continue;
+				if (__atomic_compare_exchange_n(&ftp.rings[i].tid, &cur, t->tid, 0,
+								__ATOMIC_ACQ_REL,
+								__ATOMIC_RELAXED)) {
+					t->ring = (int32_t)i;
+					t->tail =
+					    __atomic_load_n(&ftp.rings[i].tail, __ATOMIC_ACQUIRE);
+					break;
+				}
 			}
 		}
 	}

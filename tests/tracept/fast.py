@@ -81,6 +81,13 @@ r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "crash", "5"])
 check(r.rc == 128 + signal.SIGSEGV and r.exact(1) and r.counts[1].hits == 1,
       "a program that faults without a handler dies of SIGSEGV, as without tracepad", r)
 
+# 100 threads one after the other, more than there are rings: every frame arrives.
+r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "many", "100"])
+c = r.counts.get(1)
+check(r.rc == 0 and c and c.hits == 2000 and c.collected == 2000 and len(r.frames) == 2000 and
+      "could not be written" not in r.err and len(set(f.tid for f in r.frames)) == 100,
+      "100 threads in turn: 2000 hits, 2000 frames from 100 threads", r.err[-1000:])
+
 # Four threads: exact totals.
 r = trace(["-q", "-t", "*" + A[0], "-t", "*" + A[5], "-a", "collect $rdi", "--", prog,
            str(N), "4"])

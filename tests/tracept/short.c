@@ -81,6 +81,18 @@ int main(int argc, char **argv)
 		printf("ready\n");
 		fflush(stdout);
 	}
+	if (argc > 2 && !strcmp(argv[1], "many")) {
+		/* T threads one after the other (more than the agent has rings), 10 calls each */
+		n = 10;
+		for (int k = 0; k < atoi(argv[2]); k++) {
+			void *r;
+
+			pthread_create(&th[0], NULL, run, NULL);
+			pthread_join(th[0], &r);
+			bad += (long)r;
+		}
+		return bad != 0;
+	}
 	if (argc > 2 && !strcmp(argv[1], "segv"))
 		return faults(atoi(argv[2]), 0);
 	if (argc > 2 && !strcmp(argv[1], "crash"))
