@@ -146,6 +146,7 @@ int cmd_trace(int argc, char **argv)
 		case 't':
 			c.specs = grow(c.specs, (c.n + 1) * sizeof(*c.specs));
 			memset(&c.specs[c.n], 0, sizeof(c.specs[0]));
+			c.specs[c.n].fast = fast > 0;
 			c.specs[c.n++].loc =
 			    (struct tp_tracept_text){optarg, quoted(&c, "-t", optarg), 0};
 			break;
@@ -241,7 +242,8 @@ int cmd_trace(int argc, char **argv)
 	for (int i = 0; i < o.nspecs; i++) {
 		struct tp_tracept_spec *sp = &o.specs[i];
 
-		sp->fast |= fast > 0;
+		if (script_path)
+			sp->fast |= fast > 0;
 		if (sp->while_stepping && !sp->nstep_collect) {
 			sp->step_collect = sp->collect; /* the same list at each step */
 			sp->nstep_collect = sp->ncollect;
