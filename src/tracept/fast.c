@@ -448,15 +448,14 @@ int tp_tracept_fast_stop(struct session *s)
 		if (r)
 			break;
 	}
-	if (!r && (int64_t)busy < 0)
-		r = -EIO;
 	if (!r && busy)
 		tp_warn("--fast: a thread stayed inside a tracepoint's callback: the agent's block "
 			"stays mapped in the program");
 	for (uint32_t j = 0; !r && j < f->n; j++) {
 		uint8_t now[ORIG_LEN];
 
-		if (tp_proc_read(s->pid, f->ftps[j].addr, now, ORIG_LEN) != ORIG_LEN ||
+		/* unreadable: its object was unloaded (dlclose), nothing of ours is there */
+		if (tp_proc_read(s->pid, f->ftps[j].addr, now, ORIG_LEN) == ORIG_LEN &&
 		    memcmp(now, f->orig[j], ORIG_LEN)) {
 			tp_err("--fast: the code at %s is not what it was", f->tp_of[j]->where);
 			r = -EIO;
