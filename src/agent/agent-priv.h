@@ -121,6 +121,8 @@ void tp_agent_sync2(void) TP_HIDDEN;
 /* Every so many traps of a thread: is the tracepad that attached the agent gone (killed
  * without detaching)?  Then the agent disables itself and the thread must drop TF. */
 int tp_agent_tracer_gone(struct tp_tstate *ts) TP_HIDDEN;
+/* /proc/@pid/fd/@fd, in @buf (at least 48 bytes). */
+void tp_agent_fd_path(char *buf, int pid, int fd) TP_HIDDEN;
 
 /* agent.c */
 int tp_agent_gettid(void) TP_HIDDEN;

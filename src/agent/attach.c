@@ -14,8 +14,7 @@
 int tracepad_agent_attach(int tracer, int fd);
 int tracepad_agent_detach(void);
 
-/* /proc/@pid/fd/@fd, in @buf (at least 48 bytes). */
-static void fd_path(char *buf, int pid, int fd)
+void tp_agent_fd_path(char *buf, int pid, int fd)
 {
 	static const char head[] = "/proc/";
 	char digits[12];
@@ -87,7 +86,7 @@ __attribute__((visibility("default"))) int tracepad_agent_attach(int tracer, int
 		return -3;
 	if (tracer <= 0 || fd < 0)
 		return -1;
-	fd_path(path, tracer, fd);
+	tp_agent_fd_path(path, tracer, fd);
 	myfd = tp_raw3(SYS_open, path, O_RDWR | O_CLOEXEC, 0);
 	if (myfd < 0)
 		return -1;

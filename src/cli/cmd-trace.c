@@ -30,6 +30,9 @@ static const char usage_text[] =
     "  --step-actions 'collect EXPR, ...'  what those frames collect (default: -a's list)\n"
     "  -x, --script FILE      tracepoints in gdb's syntax (trace, condition, passcount,\n"
     "                         actions / collect / while-stepping / end)\n"
+    "  --fast, --normal       a jump pad in the program (the agent collects, no stop), or\n"
+    "                         an int3 and a ptrace stop a hit (the default); after a -t:\n"
+    "                         that tracepoint only (scripts: ftrace is always fast)\n"
     "  -q, --quiet            no line per frame: the counts only\n"
     "  -o, --output FILE      write the output to FILE instead of stderr\n"
     "  --trace DIR            also record the frames into a CTF trace in DIR (tracepad frames)\n"
@@ -113,6 +116,8 @@ int cmd_trace(int argc, char **argv)
 	    {"trace", required_argument, NULL, 'R'},
 	    {"pid", required_argument, NULL, 'p'},
 	    {"duration", required_argument, NULL, 'D'},
+	    {"fast", no_argument, NULL, 'F'},
+	    {"normal", no_argument, NULL, 'N'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -121,6 +126,7 @@ int cmd_trace(int argc, char **argv)
 	struct cli c = {0};
 	const char *outpath = NULL, *script_path = NULL;
 	double duration = 0;
+	int fast = 0; /* --fast or --normal before any -t: 1 or -1 */
 	unsigned long long v;
 	int opt, ret = 2;
 
@@ -140,6 +146,7 @@ int cmd_trace(int argc, char **argv)
 		case 't':
 			c.specs = grow(c.specs, (c.n + 1) * sizeof(*c.specs));
 			memset(&c.specs[c.n], 0, sizeof(c.specs[0]));
+			c.specs[c.n].fast = fast > 0;
 			c.specs[c.n++].loc =
 			    (struct tp_tracept_text){optarg, quoted(&c, "-t", optarg), 0};
 			break;
@@ -159,6 +166,13 @@ int cmd_trace(int argc, char **argv)
 			if (count_arg("--while-stepping", optarg, 1000000, &v))
 				goto out;
 			sp->while_stepping = (unsigned)v;
+			break;
+		case 'F':
+		case 'N':
+			if (sp)
+				sp->fast = opt == 'F';
+			else
+				fast = opt == 'F' ? 1 : -1;
 			break;
 		case 'x':
 			script_path = optarg;
@@ -220,6 +234,7 @@ int cmd_trace(int argc, char **argv)
 			goto out;
 	}
 	o.argv = argv + optind;
+	o.agent = tp_cli_agent_path();
 	o.stop = &tp_cli_interrupted;
 	tp_cli_catch_signals();
 	if (duration > 0)
@@ -227,6 +242,8 @@ int cmd_trace(int argc, char **argv)
 	for (int i = 0; i < o.nspecs; i++) {
 		struct tp_tracept_spec *sp = &o.specs[i];
 
+		if (script_path)
+			sp->fast |= fast > 0;
 		if (sp->while_stepping && !sp->nstep_collect) {
 			sp->step_collect = sp->collect; /* the same list at each step */
 			sp->nstep_collect = sp->ncollect;

@@ -56,14 +56,28 @@ static int arena_fill(uint64_t base, int *private_pages)
 	return ok ? 0 : -EACCES;
 }
 
+/* The @i-th place tried for an arena serving @near (0: none left): 16 MiB steps below it.
+ * Code in the lowest GiB (a program that is not PIE, at 0x400000) has no room for those:
+ * 64 KiB steps below it down to 1 MiB, then 1 MiB steps from 256 MiB above it. */
+static uint64_t hint_at(uint64_t near, int i)
+{
+	uint64_t top = near & ~0xfffffull, low = near & ~0xffffull;
+
+	if (top >= 64 * 0x1000000ull)
+		return i < 64 ? top - (uint64_t)i * 0x1000000ull : 0;
+	if (low >= 0x100000ull + (uint64_t)i * 0x10000ull)
+		return low - (uint64_t)i * 0x10000ull;
+	return i < 256 ? top + 0x10000000ull + (uint64_t)i * 0x100000ull : 0;
+}
+
 static struct arena *arena_new(uint64_t near)
 {
 	int private_pages = 0;
+	uint64_t hint;
 
 	/* below @near: above the program's text come its data and its heap, which must keep
 	 * room to grow; MAP_FIXED_NOREPLACE is only a hint on old kernels: check reach */
-	for (int i = 1; i < 64; i++) {
-		uint64_t hint = (near & ~0xfffffull) - (uint64_t)i * 0x1000000ull;
+	for (int i = 1; (hint = hint_at(near, i)) != 0; i++) {
 		long p = tp_raw6(SYS_mmap, (long)hint, ARENA_SIZE, PROT_READ | PROT_EXEC,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 

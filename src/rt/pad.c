@@ -7,7 +7,6 @@
 #include <link.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 
 #include "arch/arch.h"
@@ -71,7 +70,6 @@ GPR_ONLY int tp_rt_pad_read(const struct tp_rt_regs *regs, uint64_t addr, void *
 	/* every page from the record up to the pad's first push under the red zone was written
 	 * by this thread just now: mapped and writable */
 	uint64_t lo = (uint64_t)(uintptr_t)regs, hi = ((regs->rsp - 136) | 4095) + 1;
-	struct iovec l = {buf, len}, rv = {(void *)(uintptr_t)addr, len};
 
 	if (addr >= lo && addr + len >= addr && addr + len <= hi) {
 		for (size_t i = 0; i < len; i++)
@@ -79,10 +77,7 @@ GPR_ONLY int tp_rt_pad_read(const struct tp_rt_regs *regs, uint64_t addr, void *
 			    ((const volatile uint8_t *)(uintptr_t)addr)[i];
 		return 0;
 	}
-	return tp_raw6(SYS_process_vm_readv, tp_raw0(SYS_getpid), (long)&l, 1, (long)&rv, 1, 0) ==
-		       (long)len
-		   ? 0
-		   : -EFAULT;
+	return tp_rt_mem_read_fast(addr, buf, len);
 }
 
 static struct tp_rt_pad *site_at(uint64_t addr)
@@ -408,14 +403,12 @@ out:
 	return err;
 }
 
-int tp_rt_pad_remove(struct tp_rt_pad *s)
+/* The bytes back and the callback cleared; the caller holds the lock. */
+static int unlink_site(struct tp_rt_pad *s)
 {
 	const uint8_t int3 = TP_ARCH_INT3;
-	int err = 0, i;
+	int err = 0;
 
-	if (!s)
-		return -EINVAL;
-	lock_take();
 	__atomic_store_n(&s->fn, NULL, __ATOMIC_SEQ_CST);
 	/* a thread meeting the patcher's int3 goes through the pad, or the copy */
 	if (s->state == ST_JMP)
@@ -423,11 +416,23 @@ int tp_rt_pad_remove(struct tp_rt_pad *s)
 	else if (s->state == ST_TRAP)
 		err = tp_rt_patch(s->addr, &int3, s->orig, 1, s->ssol);
 	if (err && s->state != ST_OFF)
-		goto out; /* the bytes are not ours any more: leave them */
+		return err; /* the bytes are not ours any more: leave them */
 	__atomic_store_n(&s->state, ST_OFF, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int tp_rt_pad_remove(struct tp_rt_pad *s)
+{
+	int err, i;
+
+	if (!s)
+		return -EINVAL;
+	lock_take();
+	err = unlink_site(s);
+	if (err)
+		goto out;
 	for (i = 0; i < 20000; i++) {
-		if (__atomic_load_n(&s->left, __ATOMIC_ACQUIRE) ==
-		    __atomic_load_n(&s->entered, __ATOMIC_SEQ_CST))
+		if (!tp_rt_pad_busy(s))
 			break;
 		sleep_us(100);
 	}
@@ -435,6 +440,42 @@ int tp_rt_pad_remove(struct tp_rt_pad *s)
 out:
 	lock_drop();
 	return err;
+}
+
+int tp_rt_pad_unlink(struct tp_rt_pad *s)
+{
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	lock_take();
+	err = unlink_site(s);
+	lock_drop();
+	return err;
+}
+
+uint64_t tp_rt_pad_busy(const struct tp_rt_pad *s)
+{
+	return __atomic_load_n(&s->entered, __ATOMIC_SEQ_CST) -
+	       __atomic_load_n(&s->left, __ATOMIC_ACQUIRE);
+}
+
+size_t tp_rt_pad_layout(const struct tp_rt_pad *s, uint8_t *ioff, uint64_t *icopy, size_t max)
+{
+	size_t n = 0;
+
+	if (s->kind != TP_RT_PAD_KIND_JMP)
+		return 0;
+	for (; n < s->ninsn && n < max; n++) {
+		ioff[n] = s->ioff[n];
+		icopy[n] = s->icopy[n];
+	}
+	return n;
+}
+
+size_t tp_rt_pad_covered(const struct tp_rt_pad *s)
+{
+	return s->kind == TP_RT_PAD_KIND_JMP ? s->covered : 1;
 }
 
 enum tp_rt_pad_kind tp_rt_pad_kind(const struct tp_rt_pad *p)

@@ -74,6 +74,20 @@ int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
  * code is never freed: a thread still on its way through it finishes normally. */
 int tp_rt_pad_remove(struct tp_rt_pad *p) TP_RT_HIDDEN;
 
+/* tp_rt_pad_remove in two halves, for a caller that stopped the other threads (it cannot
+ * wait for them in-process): the bytes back and the callback cleared; then the number of
+ * threads inside the callback path (let them run until it is 0 before unmapping what the
+ * callback uses). */
+int tp_rt_pad_unlink(struct tp_rt_pad *p) TP_RT_HIDDEN;
+uint64_t tp_rt_pad_busy(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+/* Where the displaced instructions of a jmp site went: offsets in the program and addresses
+ * of their copies in the pad (at most @max; 0 for the int3 path), for a TP_RT_PAD_STOPPED
+ * caller that must move a thread stopped on an inner boundary into the copy.  And the bytes
+ * the site covers (the jmp's instructions, 1 for int3). */
+size_t tp_rt_pad_layout(const struct tp_rt_pad *p, uint8_t *ioff, uint64_t *icopy,
+			size_t max) TP_RT_HIDDEN;
+size_t tp_rt_pad_covered(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+
 enum tp_rt_pad_kind tp_rt_pad_kind(const struct tp_rt_pad *p) TP_RT_HIDDEN;
 enum tp_rt_pad_why tp_rt_pad_why(const struct tp_rt_pad *p) TP_RT_HIDDEN;
 /* Bytes of program code the pad displaced (1 for int3). */
@@ -83,7 +97,8 @@ uint64_t tp_rt_pad_hits(const struct tp_rt_pad *p) TP_RT_HIDDEN;
 
 /* Read @len bytes at @addr for a callback: a plain copy when they lie on the pad's own stack
  * pages (from @regs up to the end of the page under the program's red zone, which the pad
- * just wrote), else tp_rt_mem_read (a system call).  0 or -EFAULT.  General-regs-only. */
+ * just wrote), else tp_rt_mem_read_fast (a guarded copy once rt's fault guard is installed,
+ * else a system call).  0 or -EFAULT.  General-regs-only. */
 int tp_rt_pad_read(const struct tp_rt_regs *regs, uint64_t addr, void *buf,
 		   size_t len) TP_RT_HIDDEN;
 

@@ -21,6 +21,14 @@ int tp_rt_mem_write(uint64_t addr, const void *buf, size_t len) TP_RT_HIDDEN;
 /* Copy the NUL-terminated string at @addr into @buf (at most @cap - 1 bytes, then a NUL,
  * a longer string is cut); returns its length in @buf or -EFAULT. */
 long tp_rt_mem_strcpy(uint64_t addr, char *buf, size_t cap) TP_RT_HIDDEN;
+/* Guarded reads without a system call: a plain copy whose SIGSEGV/SIGBUS the guard turns
+ * into -EFAULT (its handler, installed with raw rt_sigaction, passes any other fault on to
+ * the program's action).  tp_rt_mem_read_fast copies under the guard once it is installed,
+ * else calls tp_rt_mem_read.  Install and remove with the program's other threads stopped
+ * or not yet reading. */
+int tp_rt_mem_guard_install(void) TP_RT_HIDDEN;
+void tp_rt_mem_guard_remove(void) TP_RT_HIDDEN;
+int tp_rt_mem_read_fast(uint64_t addr, void *buf, size_t len) TP_RT_HIDDEN;
 
 /* Writes into code that may be mapped without write permission, through /proc/self/mem.
  * The descriptor is opened by tp_rt_code_open and closed by tp_rt_code_close, never kept

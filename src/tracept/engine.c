@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "arch/arch.h"
@@ -145,7 +146,8 @@ static int on_hit(struct session *s, pid_t tid, struct user_regs_struct *regs, i
 		struct tracepoint *tp = &s->tps[i];
 		uint64_t v = 1;
 
-		if (tp->addr != addr || tp->pending || tp->dead)
+		/* a fast tracepoint's int3 is the agent's: passed on with its SIGTRAP */
+		if (tp->addr != addr || tp->pending || tp->dead || tp->fast)
 			continue;
 		ours = true;
 		tp->hits++;
@@ -314,7 +316,35 @@ static int start(struct session *s)
 		if (r)
 			return r;
 	}
-	return tp_tracept_setup(s);
+	r = tp_tracept_setup(s);
+	if (!r && s->nnormal < s->ntps)
+		r = tp_tracept_fast_start(s);
+	return r;
+}
+
+static void on_tick(int sig)
+{
+	(void)sig;
+}
+
+/* Fast tracepoints beside int3 ones: the event loop wakes up every 2 ms to drain the
+ * agent's rings (a signal unblocked only while it sleeps, as calls' clock). */
+static int tick_start(struct session *s, timer_t *t)
+{
+	struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN + 3};
+	struct itimerspec its = {{0, 2000000}, {0, 2000000}};
+	struct sigaction sa = {.sa_handler = on_tick};
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGRTMIN + 3);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGRTMIN + 3, &sa, NULL);
+	if (timer_create(CLOCK_MONOTONIC, &ev, t) || timer_settime(*t, 0, &its, NULL))
+		return -errno;
+	tp_proc_set_wait_signal(s->p, SIGRTMIN + 3);
+	return 0;
 }
 
 static void report(struct session *s)
@@ -357,6 +387,7 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 	struct session s = {.o = o};
 	int r, ret = 0;
 	bool stopped = false;
+	timer_t tick = 0;
 
 	r = tp_proc_guard_set("tracepad trace", restore_on_crash, &s);
 	if (!r)
@@ -371,11 +402,27 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 		} else if (s.p) {
 			if (s.bps)
 				tp_bp_remove_all(s.bps);
+			tp_tracept_fast_stop(&s);
 			tp_proc_detach(s.p);
 		}
 		tp_proc_guard_clear();
+		tp_tracept_fast_end(&s);
 		cleanup(&s);
 		return r == -EINVAL || r == -ESRCH ? 2 : 1;
+	}
+	if (s.fast && !s.nnormal) {
+		/* every tracepoint in the agent: no ptrace while the program runs */
+		r = tp_tracept_fast_run(&s, &stopped);
+		if (r) {
+			tp_err("stopped tracing: %s", strerror(-r));
+			ret = 1;
+		}
+		goto done;
+	}
+	if (s.fast && (r = tick_start(&s, &tick)) != 0) {
+		tp_err("cannot start the clock of the rings: %s", strerror(-r));
+		ret = 1;
+		goto out_loop;
 	}
 	tp_proc_set_trap_filter(s.p, trap_filter, &s);
 	/* A thread's hits can come a few microseconds apart: poll before sleeping. */
@@ -393,6 +440,7 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 		}
 		r = tp_bp_wait(s.bps, &ev);
 		if (r == -EINTR) {
+			tp_tracept_fast_drain(&s);
 			r = 0;
 			continue;
 		}
@@ -411,27 +459,36 @@ int tp_tracept_run(const struct tp_tracept_opts *o)
 		tp_err("stopped tracing: %s", strerror(-r));
 		ret = 1;
 	}
-	{
-		pid_t t[1];
+	if (s.fast)
+		timer_delete(tick);
+out_loop : {
+	pid_t t[1];
 
-		if (tp_proc_tasks(s.p, t, 1) > 0) {
-			if (!s.gone && (r = tp_bp_remove_all(s.bps))) {
-				tp_err("process %d: restoring its memory: %s", s.pid, strerror(-r));
-				ret = 1;
-			}
-			tp_proc_detach(s.p);
-			if (s.launched && !stopped) {
-				int st = 0;
-
-				while (waitpid(s.pid, &st, 0) < 0 && errno == EINTR)
-					;
-				s.status = st;
-			}
-		} else {
-			tp_proc_free(s.p);
+	if (tp_proc_tasks(s.p, t, 1) > 0) {
+		if (!s.gone && (r = tp_bp_remove_all(s.bps))) {
+			tp_err("process %d: restoring its memory: %s", s.pid, strerror(-r));
+			ret = 1;
 		}
+		if (!s.gone && (r = tp_tracept_fast_stop(&s)) && r != -ESRCH) {
+			tp_err("process %d: removing its fast tracepoints: %s", s.pid,
+			       strerror(-r));
+			ret = 1;
+		}
+		tp_proc_detach(s.p);
+		if (s.launched && !stopped) {
+			int st = 0;
+
+			while (waitpid(s.pid, &st, 0) < 0 && errno == EINTR)
+				;
+			s.status = st;
+		}
+	} else {
+		tp_proc_free(s.p);
 	}
+}
+done:
 	tp_proc_guard_clear();
+	tp_tracept_fast_end(&s);
 	if (o->trace_dir && tp_tracept_frames_close(&s) && !ret)
 		ret = 1;
 	report(&s);

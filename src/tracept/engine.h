@@ -14,6 +14,7 @@ struct tracepoint {
 	const struct tp_tracept_spec *spec;
 	uint64_t addr;
 	bool pending;	 /* LIB:FUNCTION of an object not loaded yet: resolved at r_brk stops */
+	bool fast;	 /* placed by the agent (fast.c), counted there */
 	bool dead;	 /* failed to resolve or compile once its object came */
 	char where[256]; /* "f+0x8 (t.c:12)" */
 	bool has_cond;
@@ -53,6 +54,8 @@ struct session {
 	struct tp_trace_producer prod;
 	bool prod_ok;
 	uint64_t frames, lost;
+	struct fast *fast; /* fast tracepoints (fast.c), or NULL */
+	int nnormal;	   /* tracepoints over ptrace (pending ones included) */
 };
 
 /* setup.c: run a launched program to its entry, resolve and compile every tracepoint,
@@ -64,6 +67,16 @@ int tp_tracept_setup(struct session *s);
 void tp_tracept_retry(struct session *s, pid_t tid);
 /* The one-line form of @pc. */
 void tp_tracept_where(struct session *s, uint64_t pc, char *buf, size_t len);
+
+/* fast.c: load the agent and place the fast tracepoints (every thread stopped); drain
+ * their rings into frames; take them out again (every thread stopped) and compare the
+ * text; free.  fast_run: all tracepoints fast, the program runs without ptrace until it
+ * ends or *@stopped. */
+int tp_tracept_fast_start(struct session *s);
+uint64_t tp_tracept_fast_drain(struct session *s); /* frames drained */
+int tp_tracept_fast_stop(struct session *s);
+int tp_tracept_fast_run(struct session *s, bool *stopped);
+void tp_tracept_fast_end(struct session *s);
 
 /* frames.c */
 /* Make the field names of @it unique ("x", "x_2"), none a frame header's. */

@@ -1,5 +1,5 @@
 /* `tracepad trace -x SCRIPT`: tracepoints in a syntax close to gdb's,
- *	trace LOCATION [if COND]	condition N COND	passcount COUNT [N]
+ *	trace|ftrace LOCATION [if COND]	condition N COND	passcount COUNT [N]
  *	actions [N] / collect EXPR, ... / while-stepping COUNT / collect ... / end / end
  * turned into the same specs as the command line's -t/-a options. */
 #include <errno.h>
@@ -139,12 +139,6 @@ int tp_tracept_script_load(const char *path, struct tp_tracept_script **out,
 		if (word(p, "trace", &rest) || word(p, "tr", &rest) || word(p, "ftrace", &rest)) {
 			struct tp_tracept_spec *v;
 
-			if (!strncmp(p, "ftrace", 6)) {
-				tp_err("%s: fast tracepoints (ftrace) are not available yet",
-				       where);
-				r = -EINVAL;
-				continue;
-			}
 			v = realloc(s->specs, (s->nspecs + 1) * sizeof(*v));
 			if (!v) {
 				r = -ENOMEM;
@@ -154,6 +148,7 @@ int tp_tracept_script_load(const char *path, struct tp_tracept_script **out,
 			memset(&v[s->nspecs], 0, sizeof(*v));
 			v[s->nspecs].loc = (struct tp_tracept_text){keep(s, rest), keep(s, where),
 								    (int)(rest - line)};
+			v[s->nspecs].fast = !strncmp(p, "ftrace", 6);
 			s->nspecs++;
 		} else if (word(p, "condition", &rest)) {
 			sp = spec_of(s, rest, &rest);

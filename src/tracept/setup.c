@@ -325,6 +325,40 @@ static int pending(struct session *s, struct tracepoint *tp)
 	return r == -EEXIST ? 0 : r;
 }
 
+/* Which tracepoints the agent places: those asked for --fast, but while-stepping (the
+ * agent has no stepper for them yet) and pending ones (placed at a stop of the loader, under
+ * ptrace) stay int3 tracepoints, with a note; tracepoints at one address share one way. */
+static void choose_fast(struct session *s)
+{
+	for (int i = 0; i < s->ntps; i++) {
+		struct tracepoint *tp = &s->tps[i];
+
+		tp->fast = tp->spec->fast;
+		if (tp->fast && tp->spec->while_stepping) {
+			tp_warn("%s: --while-stepping: a normal tracepoint (int3) instead of a "
+				"fast one",
+				tp->spec->loc.where);
+			tp->fast = false;
+		} else if (tp->fast && tp->pending) {
+			tp_warn(
+			    "%s: not loaded yet: a normal tracepoint (int3) instead of a fast one",
+			    tp->spec->loc.where);
+			tp->fast = false;
+		}
+		for (int k = 0; k < i && !tp->pending; k++) {
+			if (s->tps[k].pending || s->tps[k].addr != tp->addr ||
+			    s->tps[k].fast == tp->fast)
+				continue;
+			tp_warn("%s: %s tracepoint, as the one before it at %s",
+				tp->spec->loc.where, s->tps[k].fast ? "a fast" : "a normal",
+				tp->where);
+			tp->fast = s->tps[k].fast;
+			break;
+		}
+		s->nnormal += !tp->fast;
+	}
+}
+
 int tp_tracept_setup(struct session *s)
 {
 	uint32_t room = 0;
@@ -356,10 +390,13 @@ int tp_tracept_setup(struct session *s)
 	s->room = room;
 	if (!s->scratch)
 		return -ENOMEM;
+	choose_fast(s);
 	for (int i = 0; i < s->ntps; i++) {
 		struct tracepoint *tp = &s->tps[i];
 		bool dup = false;
 
+		if (tp->fast)
+			continue; /* placed by the agent (fast.c) */
 		if (tp->pending) {
 			r = pending(s, tp);
 			if (r)

@@ -30,6 +30,7 @@ struct tp_tracept_spec {
 	int ncollect, nstep_collect;
 	unsigned while_stepping; /* single steps after each collecting hit */
 	uint64_t pass_count;	 /* collect at most this many hits (0: no limit) */
+	bool fast;		 /* a jump pad in the agent (ftrace), else int3 and ptrace */
 };
 
 struct tp_tracept_opts {
@@ -41,6 +42,7 @@ struct tp_tracept_opts {
 	bool quiet;	       /* no line per frame */
 	FILE *out;
 	volatile sig_atomic_t *stop; /* set: detach and report */
+	const char *agent;	     /* libtracepad-agent.so, for fast tracepoints */
 };
 
 /* Run the job: 0 or the program's exit status (128 + signal when killed), 2 for bad input

@@ -81,9 +81,14 @@ r = trace(["-x", s.name, "--", prog, "10"])
 check(r.rc == 2 and "%s:2: unknown command 'bogus'" % s.name in r.err, "script: an unknown "
       "command", r)
 with open(s.name, "w") as w:
-    w.write("ftrace f\n")
+    w.write("ftrace f\nactions\n  collect i\nend\n")
+r = trace(["-x", s.name, "--", target("tracept-loop-static"), "10"])
+check(r.rc == 2 and "use --normal" in r.err and "sum " not in r.out,
+      "script: ftrace in a static program (no loader for the agent): a clear error, the "
+      "program never ran", r)
 r = trace(["-x", s.name, "--", prog, "10"])
-check(r.rc == 2 and "not available yet" in r.err, "script: ftrace says it is not there yet", r)
+check(r.rc == 0 and [f.int("i") for f in r.frames] == list(range(10)),
+      "script: ftrace is a fast tracepoint that collects", r)
 os.unlink(s.name)
 
 r = trace(["-t", "f", "--", "/nonexistent/prog"])

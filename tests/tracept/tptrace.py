@@ -2,7 +2,8 @@
 ("#TP[.STEP] [TID] WHERE: EXPR=VALUE ...") and its table of counts, the facts of loop.c.
 
 Environment: TRACEPAD (the CLI); argv[1] is the build directory of tests/tracept, where the
-targets are.  TAP and running programs: tests/lib."""
+targets are; "--fast" after it runs every tracepoint as a fast one (the agent's jump pads).
+TAP and running programs: tests/lib."""
 import os
 import re
 import signal
@@ -16,6 +17,8 @@ import run as runlib  # noqa: E402
 from tap import check, done, eq  # noqa: E402,F401
 
 TRACEPAD, TARGETS = runlib.tracepad_and_targets()
+FAST = "--fast" in sys.argv[2:]
+MODE = ["--fast"] if FAST else []
 
 FRAME = re.compile(r"^#(\d+)(?:\.(\d+))? \[(\d+)\] (.*?):((?: \S+=\S+)*)$")
 ROW = re.compile(r"^(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(.*)$")
@@ -79,14 +82,15 @@ class TraceRun(runlib.Run):
 
 
 def trace(args, timeout=120, **kw):
-    return runlib.run([TRACEPAD, "trace"] + list(args), timeout=timeout, cls=TraceRun, **kw)
+    return runlib.run([TRACEPAD, "trace"] + MODE + list(args), timeout=timeout, cls=TraceRun,
+                      **kw)
 
 
 def attached(pid, frames, args):
     """tracepad trace -p PID ARGS, stopped by SIGINT once @frames frame lines are out (no
     clock: on a loaded machine the attach itself may take long)."""
     out = tempfile.NamedTemporaryFile("r", suffix=".txt", delete=False).name
-    tp = subprocess.Popen([TRACEPAD, "trace", "-o", out, "-p", str(pid)] + args,
+    tp = subprocess.Popen([TRACEPAD, "trace", "-o", out, "-p", str(pid)] + MODE + args,
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120

@@ -1,0 +1,495 @@
+/* Fast tracepoints in the agent: tracepad hands over a block (tracept-abi.h) with what to
+ * place, then calls tracepad_ftp_install() with every other thread stopped, so that jump
+ * pads may displace several instructions (TP_RT_PAD_STOPPED).  At each hit the pad's
+ * callback evaluates the condition and the collect items with tracept's freestanding
+ * evaluator, reads memory with rt's guarded copy, counts, and writes the frame into the
+ * thread's ring; tracepad drains the rings and prints frames as for int3 tracepoints.
+ * This whole file is built with -mgeneral-regs-only: the pads keep no vector state. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "agent/agent-priv.h"
+#include "agent/tracept-abi.h"
+#include "rt/pad.h"
+#include "tracept/expr.h"
+
+/* A thread whose ring stays full waits for tracepad; it looks for tracepad's death every
+ * so many yields (a frame is lost only then). */
+#define WAIT_POLL 1024
+/* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
+ * (killed without detaching) the pads stay but do nothing. */
+#define HIT_POLL 0xffff
+
+int tracepad_ftp_attach(int tracer, int fd);
+int tracepad_ftp_install(void);
+long tracepad_ftp_detach(void);
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+			     void *dso);
+
+/* The tracepoints at one address: one pad calls them in order. */
+struct site {
+	uint32_t tps[TP_FTP_MAX_TPS];
+	uint32_t n;
+	struct tp_rt_pad *pad;
+};
+
+static struct {
+	struct tp_ftp_ctl *ctl;
+	uint64_t size;
+	struct tp_ftp_tp *tps;
+	struct tp_ftp_ring *rings;
+	uint8_t *data;
+	uint32_t gen; /* a session: threads claim their ring again */
+	int on, forked, atfork;
+	struct site sites[TP_FTP_MAX_TPS];
+	uint64_t addrs[TP_FTP_MAX_TPS];
+	uint32_t nsites;
+} ftp;
+
+struct tstate {
+	uint32_t gen;
+	int32_t ring; /* -1: none yet, -2: none to be had */
+	int32_t tid;
+	uint32_t depth;
+	uint64_t tail; /* the ring's tail as last read: re-read only when it looks full */
+	uint32_t polls;
+};
+static __thread struct tstate fts __attribute__((tls_model("initial-exec")));
+
+/* ---- a hit ---- */
+
+static int rd(void *arg, uint64_t addr, void *buf, size_t len)
+{
+	return tp_rt_pad_read(arg, addr, buf, len);
+}
+
+static int eval(const struct tp_rt_regs *r, const uint64_t *u, uint32_t off, uint32_t len,
+		uint64_t *v)
+{
+	return tp_expr_eval((const uint8_t *)ftp.ctl + off, len, u, rd, (void *)r, v, NULL);
+}
+
+static int tracer_gone(void)
+{
+	int t = ftp.ctl->tracer_pid;
+
+	if (t <= 0 || tp_raw2(SYS_kill, t, 0) != -ESRCH)
+		return 0;
+	__atomic_store_n(&ftp.on, 0, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
+ * record's address, or NULL. */
+/* The calling thread's ring, claimed at its first hit: a free one, else one whose thread
+ * has exited (its frames carry their tid; a dead thread writes nothing more); NULL when
+ * every ring is some live thread's. */
+static struct tp_ftp_ring *own_ring(struct tstate *t)
+{
+	if (t->ring == -1) {
+		int32_t pid = ftp.ctl->pid;
+
+		t->ring = -2;
+		if (!t->tid)
+			t->tid = (int32_t)tp_raw0(SYS_gettid);
+		for (int pass = 0; pass < 2 && t->ring < 0; pass++) {
+			for (uint32_t i = 0; i < ftp.ctl->nrings; i++) {
+				int32_t cur = __atomic_load_n(&ftp.rings[i].tid, __ATOMIC_ACQUIRE);
+
+				if (pass ? tp_raw3(SYS_tgkill, pid, cur, 0) != -ESRCH : cur != 0)
+					continue;
+				if (__atomic_compare_exchange_n(&ftp.rings[i].tid, &cur, t->tid, 0,
+								__ATOMIC_ACQ_REL,
+								__ATOMIC_RELAXED)) {
+					t->ring = (int32_t)i;
+					t->tail =
+					    __atomic_load_n(&ftp.rings[i].tail, __ATOMIC_ACQUIRE);
+					break;
+				}
+			}
+		}
+	}
+	return t->ring < 0 ? NULL : &ftp.rings[t->ring];
+}
+
+/* Count @c (TP_FTP_COUNTS' order) of tracepoint @k: in the thread's ring with one add that
+ * a signal handler of the same thread cannot split, else in the shared count. */
+static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
+{
+	if (own)
+		__asm__("addq $1, %0" : "+m"(own->counts[k][c]));
+	else
+		__atomic_fetch_add(&ftp.tps[k].hits + c, 1, __ATOMIC_RELAXED);
+}
+
+static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
+{
+	uint32_t size = ftp.ctl->ring_size;
+	struct tp_ftp_ring *r;
+	uint64_t head, pos, fill;
+
+	if (t->ring < 0 || need > size / 2)
+		return NULL;
+	r = &ftp.rings[t->ring];
+	head = r->head;
+	pos = head & (size - 1);
+	fill = pos + need > size ? size - pos : 0;
+	for (unsigned spins = 0; size - (head - t->tail) < fill + need; spins++) {
+		if (spins && !(spins % WAIT_POLL) && tracer_gone())
+			return NULL;
+		if (spins)
+			tp_raw0(SYS_sched_yield);
+		t->tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+	}
+	if (fill) {
+		struct tp_ftp_rec *f =
+		    (struct tp_ftp_rec *)(ftp.data + (uint64_t)t->ring * size + pos);
+
+		f->size = (uint32_t)fill;
+		f->tp = TP_FTP_REC_FILL;
+		head += fill;
+		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
+		pos = 0;
+	}
+	*rp = r;
+	return ftp.data + (uint64_t)t->ring * size + pos;
+}
+
+/* Collect tracepoint @k's items into a frame record. */
+static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, const uint64_t *u)
+{
+	struct tp_ftp_tp *tp = &ftp.tps[k];
+	const struct tp_ftp_item *it = (const void *)((const uint8_t *)ftp.ctl + tp->items_off);
+	struct tp_ftp_ring *ring = NULL;
+	uint8_t *rec = reserve(t, tp->rec_size, &ring), *mem;
+	struct tp_ftp_rec *h = (struct tp_ftp_rec *)rec;
+	uint64_t *val, unavail = 0;
+
+	if (!rec) {
+		__atomic_fetch_add(&tp->lost, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	val = (uint64_t *)(rec + sizeof(*h));
+	mem = (uint8_t *)(val + tp->nitems);
+	for (uint32_t i = 0; i < tp->nitems; i++) {
+		const uint8_t *code = (const uint8_t *)ftp.ctl + it[i].code_off;
+		uint64_t v = 0;
+
+		/* a register ($regs): no evaluator */
+		if (it[i].code_len == 3 && code[0] == TP_OP_REG && code[1] < TP_UREG_COUNT &&
+		    code[2] == TP_OP_END && !it[i].mem) {
+			val[i] = u[code[1]];
+			continue;
+		}
+		if (eval(r, u, it[i].code_off, it[i].code_len, &v)) {
+			unavail |= 1ull << i;
+			val[i] = 0;
+		} else if (!it[i].mem) {
+			val[i] = v;
+		} else {
+			val[i] = 0;
+			if (tp_rt_pad_read(r, v, mem, it[i].size))
+				unavail |= 1ull << i;
+		}
+		if (it[i].mem)
+			mem += it[i].size;
+	}
+	h->size = tp->rec_size;
+	h->tp = (uint16_t)k;
+	h->pad = 0;
+	h->tid = t->tid;
+	h->pad2 = 0;
+	h->unavail = unavail;
+	__atomic_store_n(&ring->head, ring->head + tp->rec_size, __ATOMIC_RELEASE);
+	/* the next frame's lines, fetched for writing while the program runs on */
+	rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
+	      ((ring->head) & (ftp.ctl->ring_size - 1));
+	for (uint32_t off = 0; off < tp->rec_size && off < 512; off += 64)
+		__builtin_prefetch(rec + off, 1, 3);
+}
+
+/* Claim one of the pass count's collections: 0 once they are used up. */
+static int take_pass(struct tp_ftp_tp *tp)
+{
+	uint64_t c = __atomic_load_n(&tp->collected, __ATOMIC_RELAXED);
+
+	do {
+		if (c >= tp->pass_count)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&tp->collected, &c, c + 1, 1, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	return 1;
+}
+
+static void hit(const struct tp_rt_regs *r, void *ctx)
+{
+	struct site *s = ctx;
+	struct tstate *t = &fts;
+	struct tp_ftp_ring *own;
+	uint64_t u[TP_UREG_COUNT];
+
+	if (!__atomic_load_n(&ftp.on, __ATOMIC_ACQUIRE) || ftp.forked)
+		return;
+	if (t->gen != ftp.gen) {
+		t->gen = ftp.gen;
+		t->ring = -1;
+		t->depth = 0;
+		t->tid = 0;
+		t->tail = 0;
+		t->polls = 0;
+	}
+	if (!(++t->polls & HIT_POLL) && tracer_gone())
+		return;
+	for (int i = 0; i < TP_UREG_COUNT; i++)
+		u[i] = 0;
+	u[TP_UREG_RAX] = r->rax, u[TP_UREG_RBX] = r->rbx, u[TP_UREG_RCX] = r->rcx;
+	u[TP_UREG_RDX] = r->rdx, u[TP_UREG_RSI] = r->rsi, u[TP_UREG_RDI] = r->rdi;
+	u[TP_UREG_RBP] = r->rbp, u[TP_UREG_RSP] = r->rsp, u[TP_UREG_R8] = r->r8;
+	u[TP_UREG_R9] = r->r9, u[TP_UREG_R10] = r->r10, u[TP_UREG_R11] = r->r11;
+	u[TP_UREG_R12] = r->r12, u[TP_UREG_R13] = r->r13, u[TP_UREG_R14] = r->r14;
+	u[TP_UREG_R15] = r->r15, u[TP_UREG_RIP] = r->rip, u[TP_UREG_EFLAGS] = r->rflags;
+	u[TP_UREG_ORIG_RAX] = ~0ull;
+	u[TP_UREG_CS] = 0x33, u[TP_UREG_SS] = 0x2b;
+	t->depth++;
+	own = own_ring(t);
+	for (uint32_t i = 0; i < s->n; i++) {
+		uint32_t k = s->tps[i];
+		struct tp_ftp_tp *tp = &ftp.tps[k];
+		uint64_t v = 1;
+
+		bump(own, k, 0);
+		/* a signal handler that hit a tracepoint while this thread was writing a frame:
+		 * counted, not collected (the ring has one writer at a time) */
+		if (t->depth > 1) {
+			__atomic_fetch_add(&ftp.ctl->nested, 1, __ATOMIC_RELAXED);
+			bump(own, k, 2);
+			continue;
+		}
+		if (tp->pass_count &&
+		    __atomic_load_n(&tp->collected, __ATOMIC_RELAXED) >= tp->pass_count) {
+			bump(own, k, 2);
+			continue;
+		}
+		if (tp->cond_len && eval(r, u, tp->cond_off, tp->cond_len, &v)) {
+			bump(own, k, 3);
+			v = 0;
+		}
+		/* under a pass count, collections are claimed in the shared count */
+		if (!v || (tp->pass_count && !take_pass(tp))) {
+			bump(own, k, 2);
+			continue;
+		}
+		if (!tp->pass_count)
+			bump(own, k, 1);
+		collect(t, k, r, u);
+	}
+	t->depth--;
+}
+
+/* ---- sessions ---- */
+
+static void in_child(void)
+{
+	/* the pads stay in a forked child's copy of the code: they do nothing there */
+	ftp.forked = 1;
+	if (ftp.ctl)
+		__atomic_or_fetch(&ftp.ctl->state, TP_FTP_ST_FORKED, __ATOMIC_RELAXED);
+}
+
+static void unmap(void)
+{
+	tp_raw2(SYS_munmap, ftp.ctl, (long)ftp.size);
+	ftp.ctl = NULL;
+}
+
+/* Is [@off, @off + @len) inside the block? */
+static int inside(uint64_t off, uint64_t len)
+{
+	return off >= sizeof(struct tp_ftp_ctl) && off + len >= off && off + len <= ftp.size;
+}
+
+static int check(void)
+{
+	struct tp_ftp_ctl *c = ftp.ctl;
+
+	if (c->ntps > TP_FTP_MAX_TPS || !c->nrings || c->ring_size < 4096 ||
+	    (c->ring_size & (c->ring_size - 1)) ||
+	    !inside(c->tps_off, (uint64_t)c->ntps * sizeof(struct tp_ftp_tp)) ||
+	    !inside(c->rings_off, (uint64_t)c->nrings * sizeof(struct tp_ftp_ring)) ||
+	    !inside(c->data_off, (uint64_t)c->nrings * c->ring_size) || (c->data_off & 7))
+		return -1;
+	ftp.tps = (struct tp_ftp_tp *)((uint8_t *)c + c->tps_off);
+	ftp.rings = (struct tp_ftp_ring *)((uint8_t *)c + c->rings_off);
+	ftp.data = (uint8_t *)c + c->data_off;
+	for (uint32_t i = 0; i < c->ntps; i++) {
+		struct tp_ftp_tp *tp = &ftp.tps[i];
+		const struct tp_ftp_item *it;
+		uint64_t need = sizeof(struct tp_ftp_rec) + 8ull * tp->nitems;
+
+		if (tp->nitems > TP_FTP_MAX_ITEMS ||
+		    !inside(tp->items_off, (uint64_t)tp->nitems * sizeof(*it)) ||
+		    (tp->cond_len && !inside(tp->cond_off, tp->cond_len)))
+			return -1;
+		it = (const void *)((uint8_t *)c + tp->items_off);
+		for (uint32_t k = 0; k < tp->nitems; k++) {
+			if (!inside(it[k].code_off, it[k].code_len) || it[k].size > (1u << 20))
+				return -1;
+			need += it[k].mem ? it[k].size : 0;
+		}
+		if (tp->rec_size < need || (tp->rec_size & 7) || tp->rec_size > c->ring_size / 2)
+			return -1;
+	}
+	return 0;
+}
+
+/* Take tracepad's block (its fd @fd, opened through /proc/@tracer/fd) and get ready: the
+ * fault guard of the reads, the SIGTRAP dispatcher for the int3 path.  Other threads may
+ * run.  0, -1 (no block), -2 (refused: ctl->error), -3 (a session is under way). */
+__attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int fd)
+{
+	static const char want[] = "/memfd:tracepad-ftp";
+	char path[48], link[64];
+	long myfd, p, n;
+	struct tp_ftp_ctl *c;
+
+	/* the block of a tracepad killed without detaching goes once no thread uses it */
+	if (ftp.ctl && (!tracer_gone() || tracepad_ftp_detach()))
+		return -3;
+	tp_agent_fd_path(path, tracer, fd);
+	myfd = tp_raw3(SYS_open, path, O_RDWR | O_CLOEXEC, 0);
+	if (myfd < 0)
+		return -1;
+	tp_agent_fd_path(path, (int)tp_raw0(SYS_getpid), (int)myfd);
+	n = tp_raw4(SYS_readlink, path, link, sizeof(link) - 1, 0);
+	if (n < (long)sizeof(want) - 1 || __builtin_memcmp(link, want, sizeof(want) - 1))
+		goto err_fd;
+	p = tp_raw6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, myfd, 0);
+	if (tp_raw_failed(p))
+		goto err_fd;
+	c = (struct tp_ftp_ctl *)p;
+	ftp.size = c->size;
+	n = c->magic == TP_FTP_MAGIC && c->abi == TP_FTP_ABI && ftp.size >= 4096 &&
+	    ftp.size <= (1ull << 32);
+	tp_raw2(SYS_munmap, p, 4096);
+	if (!n)
+		goto err_fd;
+	p = tp_raw6(SYS_mmap, 0, (long)ftp.size, PROT_READ | PROT_WRITE, MAP_SHARED, myfd, 0);
+	tp_raw1(SYS_close, myfd);
+	if (tp_raw_failed(p))
+		return -1;
+	ftp.ctl = (struct tp_ftp_ctl *)p;
+	if (check()) {
+		unmap();
+		return -2;
+	}
+	c = ftp.ctl;
+	c->pid = (int32_t)tp_raw0(SYS_getpid);
+	c->install_pc = (uint64_t)(uintptr_t)&tracepad_ftp_install;
+	c->detach_pc = (uint64_t)(uintptr_t)&tracepad_ftp_detach;
+	if (!ftp.atfork && __register_atfork(NULL, NULL, in_child, &ftp) == 0)
+		ftp.atfork = 1;
+	if (tp_zydis_load() || tp_rt_mem_guard_install() || tp_rt_trap_chain()) {
+		const char *m = "cannot load libZydis, or install the fault guard or the SIGTRAP "
+				"handler";
+
+		for (n = 0; m[n] && n < (long)sizeof(c->error) - 1; n++)
+			c->error[n] = m[n];
+		c->error[n] = 0;
+		tp_rt_mem_guard_remove();
+		unmap();
+		return -2;
+	}
+	ftp.forked = 0;
+	ftp.nsites = 0;
+	__atomic_add_fetch(&ftp.gen, 1, __ATOMIC_SEQ_CST);
+	return 0;
+err_fd:
+	tp_raw1(SYS_close, myfd);
+	return -1;
+}
+
+/* Place every tracepoint, the other threads stopped by tracepad (which then moves any whose
+ * pc lies on an inner boundary of a jmp site: ioff/icopy).  Returns how many failed (their
+ * err says why); the others are live. */
+__attribute__((visibility("default"))) int tracepad_ftp_install(void)
+{
+	struct tp_ftp_ctl *c = ftp.ctl;
+	int bad = 0;
+
+	if (!c)
+		return -1;
+	for (uint32_t i = 0; i < c->ntps; i++) {
+		struct tp_ftp_tp *tp = &ftp.tps[i];
+		struct site *s = NULL;
+
+		for (uint32_t k = 0; k < ftp.nsites && !s; k++)
+			if (ftp.tps[ftp.sites[k].tps[0]].addr == tp->addr)
+				s = &ftp.sites[k];
+		if (!s) {
+			s = &ftp.sites[ftp.nsites++];
+			s->n = 0;
+			s->pad = NULL;
+		}
+		s->tps[s->n++] = i;
+	}
+	__atomic_store_n(&ftp.on, 1, __ATOMIC_RELEASE);
+	__atomic_or_fetch(&c->state, TP_FTP_ST_ACTIVE, __ATOMIC_RELEASE);
+	/* another tracepoint's address is a target too: no jmp may cover it */
+	for (uint32_t k = 0; k < ftp.nsites; k++)
+		ftp.addrs[k] = ftp.tps[ftp.sites[k].tps[0]].addr;
+	for (uint32_t k = 0; k < ftp.nsites; k++) {
+		struct site *s = &ftp.sites[k];
+		struct tp_ftp_tp *tp = &ftp.tps[s->tps[0]];
+		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, ftp.addrs, ftp.nsites};
+		int err = tp_rt_pad_install(tp->addr, hit, s, TP_RT_PAD_STOPPED, &w, &s->pad);
+
+		for (uint32_t j = 0; j < s->n; j++) {
+			struct tp_ftp_tp *x = &ftp.tps[s->tps[j]];
+
+			x->err = err;
+			if (err)
+				continue;
+			x->kind = tp_rt_pad_kind(s->pad);
+			x->why = tp_rt_pad_why(s->pad);
+			x->covered = (uint32_t)tp_rt_pad_covered(s->pad);
+			x->ninsn =
+			    (uint32_t)tp_rt_pad_layout(s->pad, x->ioff, x->icopy, TP_FTP_MAX_INSNS);
+		}
+		if (err) {
+			s->pad = NULL;
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/* End the session, the other threads stopped: every byte back (at the first call), then the
+ * number of threads still inside a callback (tracepad lets them run and calls again), or 0
+ * once the block is unmapped and the fault guard gone.  The SIGTRAP dispatcher stays: a
+ * late trap of a removed int3 site is still taken (pad.c). */
+__attribute__((visibility("default"))) long tracepad_ftp_detach(void)
+{
+	long busy = 0;
+
+	if (!ftp.ctl)
+		return 0;
+	__atomic_store_n(&ftp.on, 0, __ATOMIC_SEQ_CST);
+	for (uint32_t k = 0; k < ftp.nsites; k++) {
+		struct site *s = &ftp.sites[k];
+
+		/* bytes that are not the pad's any more (an object unloaded and its place
+		 * reused) are left as they are: tracepad compares what it can read */
+		if (s->pad)
+			tp_rt_pad_unlink(s->pad);
+		if (s->pad)
+			busy += (long)tp_rt_pad_busy(s->pad);
+	}
+	if (busy)
+		return busy;
+	ftp.nsites = 0;
+	tp_rt_mem_guard_remove();
+	unmap();
+	return 0;
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Fast tracepoints (the agent's jump pads): 1-, 2-, 3- and 4-byte instructions and one
+followed by a branch target, alone and side by side, count every hit and collect the
+program's values; a leaf function that keeps live values in its red zone computes the same
+with a fast tracepoint in its middle (and the values collected there are its own); four
+threads give exact totals; 20 cycles of attach, 3 fast tracepoints, detach on a running
+4-thread program leave its code byte-identical and add nothing after the first."""
+import os
+import signal
+import subprocess
+
+from tptrace import attached, check, done, eq, target, trace
+
+prog = target("tracept-short")
+A = subprocess.run([prog, "addrs"], capture_output=True, text=True).stdout.split()
+N = 1000
+per_call = sum(i % 16 for i in range(N))  # iterations of shorts' loop
+names = ["1-byte push", "2-byte mov", "3-byte add", "4-byte add", "3-byte inc before a target"]
+plain = subprocess.run([prog, str(N)], capture_output=True, text=True)
+plain.out = plain.stdout
+
+# Each alone (a jmp over several instructions where it may, else an int3), then all five.
+for k, a in enumerate(A[:5]):
+    r = trace(["-t", "*" + a, "-a", "collect $rcx, $rax", "--", prog, str(N)])
+    c = r.counts.get(1)
+    check(r.rc == 0 and r.out == plain.out and c and c.hits == per_call and
+          c.collected == per_call and r.exact(1), "%s alone: %d hits, output unchanged" %
+          (names[k], per_call), r.err[-1500:])
+    rcx = [f.int("$rcx") for f in r.frames]
+    want = [i for n in range(N) for i in range(n % 16)]
+    if k == 4:
+        want = [i for n in range(N) for i in range(n % 16)]  # before the inc
+    eq(rcx, want, "%s: $rcx of each hit is the loop's i" % names[k])
+r = trace(["-q"] + [x for a in A[:5] for x in ("-t", "*" + a, "-a", "collect $rax")] +
+          ["--", prog, str(N)])
+check(r.rc == 0 and r.out == plain.out and
+      all(r.counts.get(k) and r.counts[k].hits == per_call and r.exact(k) for k in range(1, 6)),
+      "all five side by side: %d hits each, output unchanged" % per_call, r.err[-1500:])
+
+# The red zone: 16 live values below %rsp at the traced instruction.
+r = trace(["-t", "*" + A[5], "-a", "collect *(long*)($rsp-128)@8, *(long*)($rsp-64)@8, $rdi", "--", prog, str(N)])
+c = r.counts.get(1)
+check(r.rc == 0 and r.out == plain.out and "bad 0" in r.out and c and c.hits == 2 * N and
+      r.exact(1), "red zone: the leaf computes the same, %d hits" % (2 * N), r.err[-1500:])
+ok = True
+for f in r.frames:
+    b = bytes.fromhex(f.vals["*(long*)($rsp-128)@8"].strip("<>") +
+                      f.vals["*(long*)($rsp-64)@8"].strip("<>"))
+    x = f.int("$rdi")
+    vals = [int.from_bytes(b[i:i + 8], "little") for i in range(0, 128, 8)]
+    ok &= vals == [x + 15 - k for k in range(16)]
+check(ok and r.frames, "red zone: the values collected there are the leaf's own", r.frames[:1])
+
+# Beside an int3 tracepoint (--while-stepping stays one): the fast one's int3 site (before a
+# branch target) is the agent's, each hit one frame.
+r = trace(["-t", "*" + A[4], "-a", "collect $rcx", "-t", "*" + A[5], "--while-stepping", "1",
+           "-a", "collect $rdi", "--", prog, "100"])
+c1, c2 = r.counts.get(1), r.counts.get(2)
+n100 = sum(i % 16 for i in range(100))
+check(r.rc == 0 and "a normal tracepoint (int3) instead of a fast one" in r.err and
+      c1 and c1.hits == n100 and len([f for f in r.frames if f.tp == 1]) == n100 and
+      c2 and c2.hits == 200 and len([f for f in r.frames if f.tp == 2]) == 400 and
+      r.exact(1) and r.exact(2), "fast beside normal: %d and 200 hits, a frame each" % n100,
+      r.err[-1500:])
+
+# An address that is not mapped: the guarded read says unavailable, the program runs on.
+r = trace(["-t", "*" + A[5], "-a", "collect *(long*)16, *(long*)$rdi@2, $rdi", "--", prog, "5"])
+check(r.rc == 0 and r.out == subprocess.run([prog, "5"], capture_output=True,
+                                            text=True).stdout and len(r.frames) == 10 and
+      all(f.vals["*(long*)16"] == "<unavailable>" for f in r.frames) and
+      all(f.vals["*(long*)$rdi@2"] == "<unavailable>" for f in r.frames if f.int("$rdi") < 4096),
+      "reads of unmapped memory: unavailable, the program unharmed", r.err[-1500:])
+
+# The program's own faults, with the agent's fault guard installed: its handler gets them,
+# or, without one, it dies of SIGSEGV as it would have.
+plain = subprocess.run([prog, "segv", "50"], capture_output=True, text=True).stdout
+r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "segv", "50"])
+check(r.rc == 0 and r.out == plain and "caught 50" in plain and len(r.frames) == 50,
+      "a program that catches its own SIGSEGV: caught 50 times, 50 frames", r)
+r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "crash", "5"])
+check(r.rc == 128 + signal.SIGSEGV and r.exact(1) and r.counts[1].hits == 1,
+      "a program that faults without a handler dies of SIGSEGV, as without tracepad", r)
+
+# 100 threads one after the other, more than there are rings: every frame arrives.
+r = trace(["-t", "*" + A[5], "-a", "collect $rdi", "--", prog, "many", "100"])
+c = r.counts.get(1)
+check(r.rc == 0 and c and c.hits == 2000 and c.collected == 2000 and len(r.frames) == 2000 and
+      "could not be written" not in r.err and len(set(f.tid for f in r.frames)) == 100,
+      "100 threads in turn: 2000 hits, 2000 frames from 100 threads", r.err[-1000:])
+
+# Four threads: exact totals.
+r = trace(["-q", "-t", "*" + A[0], "-t", "*" + A[5], "-a", "collect $rdi", "--", prog,
+           str(N), "4"])
+c1, c2 = r.counts.get(1), r.counts.get(2)
+check(r.rc == 0 and r.out.count("bad 0") == 4 and c1 and c1.hits == 4 * per_call and
+      c2 and c2.hits == 4 * 2 * N and c2.collected == c2.hits and r.exact(1) and r.exact(2),
+      "4 threads: %d and %d hits, exact" % (4 * per_call, 8 * N), r.err[-1500:])
+
+
+def text(pid):
+    blobs = {}
+    with open("/proc/%d/maps" % pid) as f:
+        maps = [l.split(None, 5) for l in f]
+    with open("/proc/%d/mem" % pid, "rb", buffering=0) as mem:
+        for parts in maps:
+            if "x" in parts[1] and len(parts) > 5 and parts[5].startswith("/"):
+                start, end = (int(x, 16) for x in parts[0].split("-"))
+                mem.seek(start)
+                blobs[start] = mem.read(end - start)
+    return blobs
+
+
+def shape(pid):
+    """The mappings and threads of the process."""
+    with open("/proc/%d/maps" % pid) as f:
+        maps = [l.split()[0] + " " + (l.split() + [""] * 6)[5] for l in f]
+    return sorted(maps), len(os.listdir("/proc/%d/task" % pid))
+
+
+p = subprocess.Popen([prog, "spin", "4"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+check(p.stdout.readline() == b"ready\n", "the 4-thread target is ready")
+t0 = text(p.pid)
+after_first = None
+good = 0
+for cycle in range(20):
+    r = attached(p.pid, 5, ["-t", "*" + A[0], "-a", "collect $rcx", "-t", "*" + A[4],
+                            "-t", "*" + A[5], "-a", "collect $rdi"])
+    now = text(p.pid)
+    ok = (r.rc == 0 and all(r.exact(k) for k in (1, 2, 3)) and p.poll() is None and
+          all(now.get(k) == v for k, v in t0.items()))
+    if cycle == 0:
+        after_first = shape(p.pid)
+    ok &= shape(p.pid) == after_first
+    good += ok
+    if not ok:
+        check(False, "cycle %d" % cycle, r)
+        break
+check(good == 20, "20 cycles of attach, 3 fast tracepoints, detach: the program runs on, "
+      "its code byte-identical, nothing added after the first")
+p.send_signal(signal.SIGTERM)
+p.wait(timeout=30)
+check(p.returncode == -signal.SIGTERM, "it ends on SIGTERM (its own checks never failed)",
+      p.returncode)
+done()
