@@ -29,7 +29,10 @@
  * child gets chunks of its own (tp_dbt_cache_forked), or both would write into one cache. */
 struct chunk {
 	uint64_t rx, rw, used;
+	uint64_t *links; /* its exit stubs that are linked (undone when their target goes) */
+	uint64_t nlinks;
 };
+#define LINKS_MAX (CHUNK_SIZE / TP_DBT_STUB_SIZE)
 
 struct entry {
 	uint64_t pc, cache;
@@ -127,6 +130,12 @@ static struct chunk *chunk_new(uint64_t pc)
 	c->rx = rx;
 	c->rw = rw;
 	c->used = 0;
+	c->nlinks = 0;
+	c->links =
+	    (uint64_t *)(uintptr_t)tp_raw6(SYS_mmap, 0, LINKS_MAX * 8, PROT_READ | PROT_WRITE,
+					   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (tp_raw_failed((long)(uintptr_t)c->links))
+		c->links = NULL; /* its stubs stay unlinked */
 	/* a signal handler may look for the chunk of a pc meanwhile (tp_dbt_in_runtime) */
 	__atomic_store_n(&C.nchunks, C.nchunks + 1, __ATOMIC_RELEASE);
 	return c;
@@ -202,6 +211,50 @@ static void cache_store8(uint64_t at, const void *src)
 	if (c)
 		__atomic_store_n((uint64_t *)(uintptr_t)(c->rw + (at - c->rx)), v,
 				 __ATOMIC_RELEASE);
+}
+
+/* Link the exit stub at @stub to the block at @to: its first bytes become a jump there. */
+static void chunk_link(uint64_t stub, uint64_t to)
+{
+	struct chunk *c = chunk_of(stub);
+	int64_t rel = (int64_t)(to - (stub + TP_ARCH_JMP32_LEN));
+	uint8_t jmp[8];
+
+	if (!c || !c->links || c->nlinks >= LINKS_MAX)
+		return;
+	c->links[c->nlinks++] = stub;
+	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
+	if (rel == (int32_t)rel) {
+		int32_t r32 = (int32_t)rel;
+
+		jmp[0] = 0xe9; /* jmp rel32 */
+		memcpy(jmp + 1, &r32, 4);
+	} else {
+		int32_t r32 = TP_DBT_STUB_LINK - 6;
+
+		cache_store8(stub + TP_DBT_STUB_LINK, &to);
+		jmp[0] = 0xff; /* jmp [rip + LINK] */
+		jmp[1] = 0x25;
+		memcpy(jmp + 2, &r32, 4);
+	}
+	cache_store8(stub, jmp);
+}
+
+/* Undo the links of @c's stubs whose target is in [@start, @end): they go through the
+ * dispatcher again (one store each: a thread may be running them). */
+static void chunk_unlink(struct chunk *c, uint64_t start, uint64_t end)
+{
+	for (uint64_t i = 0; i < c->nlinks;) {
+		uint64_t stub = c->links[i], target;
+
+		memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
+		if (target < start || target >= end) {
+			i++;
+			continue;
+		}
+		cache_store8(stub, tp_dbt_tpl_stub);
+		c->links[i] = c->links[--c->nlinks];
+	}
 }
 
 /* ---- translation ---- */
@@ -566,6 +619,7 @@ static void page_add(uint64_t page)
 {
 	uint64_t i;
 
+	tp_dbt_smc_watch(page);
 	if (C.pages_full || page_find(page, &i))
 		return;
 	if (C.npages >= (1ull << PAGE_BITS) / 2) {
@@ -610,6 +664,8 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 		}
 	}
 	C.nblocks = n;
+	for (int k = 0; k < C.nchunks; k++)
+		chunk_unlink(&C.chunks[k], start, end);
 	/* every thread's table: the others may be reading theirs meanwhile, which makes a
 	 * stale jump there as likely as natively running code being unmapped under it */
 	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)
@@ -668,33 +724,13 @@ int tp_dbt_in_runtime(uint64_t pc)
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 {
 	uint64_t target, to;
-	uint8_t jmp[8];
-
-	int64_t rel;
 
 	tp_dbt_c_enter(tp_dbt_self());
 	memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
 	to = tp_dbt_translate(target);
 	if (!to)
 		return give_up();
-	/* link: the stub's first bytes become a jump to the block */
-	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
-	rel = (int64_t)(to - (stub + TP_ARCH_JMP32_LEN));
-	if (rel == (int32_t)rel) {
-		int32_t r32 = (int32_t)rel;
-
-		jmp[0] = 0xe9; /* jmp rel32 */
-		memcpy(jmp + 1, &r32, 4);
-		cache_store8(stub, jmp);
-	} else {
-		int32_t rel = TP_DBT_STUB_LINK - 6;
-
-		cache_store8(stub + TP_DBT_STUB_LINK, &to);
-		jmp[0] = 0xff;
-		jmp[1] = 0x25;
-		memcpy(jmp + 2, &rel, 4);
-		cache_store8(stub, jmp);
-	}
+	chunk_link(stub, to);
 	tp_dbt_c_leave(tp_dbt_self());
 	return to;
 }

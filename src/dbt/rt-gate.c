@@ -179,6 +179,18 @@ static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
 	return refuse(back, f, ret);
 }
 
+/* tp_dbt_smc_open() for each buffer of an iovec array the kernel writes into. */
+static void smc_open_iov(uint64_t iov, uint64_t n)
+{
+	for (uint64_t i = 0; i < n && i < 1024; i++) {
+		uint64_t v[2];
+
+		if (tp_rt_mem_read(iov + 16 * i, v, sizeof(v)))
+			return;
+		tp_dbt_smc_open(v[0], v[1]);
+	}
+}
+
 static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
 {
 	long nr = (long)f->rax;
@@ -237,11 +249,42 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		}
 		note(TP_AGENT_ST_FORKED);
 		return back;
+	case SYS_mmap:
+		if (!(f->r10 & (MAP_FIXED | MAP_FIXED_NOREPLACE))) {
+			tp_dbt_smc_forget(0, 0); /* new mappings: rt-smc.c reads them again */
+			return back;
+		}
+		/* a fixed mapping replaces what was there */
+		__attribute__((fallthrough));
 	case SYS_munmap:
 	case SYS_mprotect:
-	case SYS_mremap:
+	case SYS_pkey_mprotect:
 		/* before the call: if it fails, only translations are lost */
 		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
+		tp_dbt_smc_forget(f->rdi, f->rsi);
+		return back;
+	case SYS_mremap:
+		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
+		tp_dbt_smc_forget(f->rdi, f->rsi);
+		if (f->r10 & MREMAP_FIXED) {
+			tp_dbt_invalidate(f->r8, f->r8 + f->rdx);
+			tp_dbt_smc_forget(f->r8, f->rdx);
+		}
+		return back;
+	case SYS_read:
+	case SYS_pread64:
+	case SYS_recvfrom:
+		/* the kernel writes there: a page guarded for written code must take it (its
+		 * write would fail with EFAULT, not fault) */
+		tp_dbt_smc_open(f->rsi, f->rdx);
+		return back;
+	case SYS_getrandom:
+		tp_dbt_smc_open(f->rdi, f->rsi);
+		return back;
+	case SYS_readv:
+	case SYS_preadv:
+	case SYS_preadv2:
+		smc_open_iov(f->rsi, f->rdx);
 		return back;
 	case SYS_rt_sigaction:
 		return refuse(back, f,

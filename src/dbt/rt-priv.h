@@ -111,8 +111,16 @@ void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int stub) TP_DBT_HIDDE
 void tp_dbt_map_commit(uint64_t chunk, uint64_t cache, size_t len, uint64_t pc) TP_DBT_HIDDEN;
 uint64_t tp_dbt_map_program_pc(uint64_t cache_pc) TP_DBT_HIDDEN;
 
+/* rt-smc.c: writable pages translated from are write-protected (code written at run time) */
+void tp_dbt_smc_watch(uint64_t page) TP_DBT_HIDDEN; /* a block was translated from @page */
+int tp_dbt_smc_fault(uint64_t addr) TP_DBT_HIDDEN;  /* a write faulted: 1 if it may go on */
+void tp_dbt_smc_open(uint64_t start, uint64_t len) TP_DBT_HIDDEN;   /* the kernel writes there */
+void tp_dbt_smc_forget(uint64_t start, uint64_t len) TP_DBT_HIDDEN; /* the program maps there */
+
 /* rt-signal.c */
 struct tp_ksigaction;
+/* SIGSEGV to the runtime first, whatever the program asks (rt-smc.c's faults); -1. */
+int tp_dbt_sig_own_segv(void) TP_DBT_HIDDEN;
 long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
 		      long size) TP_DBT_HIDDEN;
 uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;

@@ -17,11 +17,87 @@
 /* The program's handlers, by signal: what the kernel would call without the runtime. */
 static uint64_t handlers[65];
 
+/* SIGSEGV is the runtime's while pages are write-protected for it (rt-smc.c): the
+ * kernel keeps the trampoline whatever the program asks, and the program's action is
+ * kept here and given back to it. */
+static struct {
+	int own;
+	struct tp_ksigaction prog;
+} segv;
+
+static long segv_ours(void)
+{
+	struct tp_ksigaction k = {.handler = (void *)&tp_dbt_rt_sigtramp,
+				  .flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | TP_SA_RESTORER,
+				  .restorer = (void *)&tp_dbt_rt_sigreturn};
+
+	return tp_raw4(SYS_rt_sigaction, SIGSEGV, &k, NULL, 8);
+}
+
+int tp_dbt_sig_own_segv(void)
+{
+	if (segv.own)
+		return 0;
+	if (tp_raw4(SYS_rt_sigaction, SIGSEGV, NULL, &segv.prog, 8))
+		return -1;
+	if (handlers[SIGSEGV]) {
+		/* the kernel has the trampoline already, with the program's flags */
+		segv.prog.handler = (void *)(uintptr_t)handlers[SIGSEGV];
+	} else if (segv_ours()) {
+		return -1;
+	}
+	segv.own = 1;
+	return 0;
+}
+
+/* A SIGSEGV while the runtime owns it: a write to a guarded page goes on (0); else the
+ * program's handler (its address), or the program's default action, as natively. */
+static uint64_t segv_enter(struct tp_dbt_thread *t, siginfo_t *si, ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uint64_t h;
+
+	/* a page fault (14) of a write (2) to a present page (1) */
+	if (g[REG_TRAPNO] == 14 && (g[REG_ERR] & 3) == 3) {
+		int in = __atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST), fixed;
+
+		/* in the runtime's C code, which holds the lock already */
+		if (!in)
+			tp_dbt_c_enter(t);
+		fixed = tp_dbt_smc_fault((uint64_t)g[REG_CR2]);
+		if (!in)
+			tp_dbt_c_leave(t);
+		if (fixed)
+			return 0;
+	}
+	h = handlers[SIGSEGV];
+	if (h && (segv.prog.flags & SA_RESETHAND)) {
+		/* the kernel would reset it: the runtime does, keeping its own */
+		handlers[SIGSEGV] = 0;
+		segv.prog.handler = SIG_DFL;
+		segv.prog.flags &= ~(unsigned long)SA_RESETHAND;
+		segv_ours();
+	}
+	if (h)
+		return h;
+	/* the program's default action: the counts so far, then the fault again (or the
+	 * signal sent again) with the default action in place */
+	tp_dbt_flush_all();
+	segv.prog.handler = SIG_DFL;
+	tp_raw4(SYS_rt_sigaction, SIGSEGV, &segv.prog, NULL, 8);
+	if (si->si_code <= 0)
+		tp_raw2(SYS_kill, tp_raw0(SYS_getpid), SIGSEGV);
+	return 0;
+}
+
 uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
+	uint64_t h = sig > 0 && sig < 65 ? handlers[sig] : 0;
 	int n;
 
+	if (sig == SIGSEGV && segv.own && !(h = segv_enter(t, si, uc)))
+		return 0;
 	if (__atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST)) {
 		/* one deferred signal a thread, as the kernel keeps one of each standard one */
 		if (!t->npending) {
@@ -55,7 +131,7 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
 		tp_dbt_fail("signal handlers nested too deeply", 0);
 	}
-	return sig > 0 && sig < 65 ? handlers[sig] : 0;
+	return h;
 }
 
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[];
@@ -131,6 +207,39 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 	return 0;
 }
 
+/* rt_sigaction of SIGSEGV while the runtime owns it: the kernel keeps the trampoline. */
+static long segv_action(const struct tp_ksigaction *act, struct tp_ksigaction *oact, long size)
+{
+	struct tp_ksigaction old = segv.prog, k;
+	uint64_t prev = handlers[SIGSEGV];
+	long ret = 0;
+
+	if (size != 8)
+		return -EINVAL;
+	if (act) {
+		if (tp_rt_mem_read((uint64_t)(uintptr_t)act, &k, sizeof(k)))
+			return -EFAULT;
+		segv.prog = k;
+		handlers[SIGSEGV] =
+		    (uint64_t)(uintptr_t)k.handler > 1 ? (uint64_t)(uintptr_t)k.handler : 0;
+		if (handlers[SIGSEGV]) {
+			k.handler = (void *)&tp_dbt_rt_sigtramp;
+			k.flags &= ~(unsigned long)SA_RESETHAND; /* emulated (segv_enter) */
+			ret = tp_raw4(SYS_rt_sigaction, SIGSEGV, &k, NULL, 8);
+		} else {
+			ret = segv_ours();
+		}
+		if (ret) {
+			segv.prog = old;
+			handlers[SIGSEGV] = prev;
+			return ret;
+		}
+	}
+	if (oact && tp_rt_mem_write((uint64_t)(uintptr_t)oact, &old, sizeof(old)))
+		return -EFAULT;
+	return 0;
+}
+
 /* rt_sigaction(@sig, @act, @oact, @size) on the program's behalf: handlers are recorded and
  * the kernel is given the trampoline; the program reads back its own. */
 long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
@@ -142,6 +251,8 @@ long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksiga
 
 	if (sig <= 0 || sig >= 65)
 		return tp_raw4(SYS_rt_sigaction, sig, act, oact, size);
+	if (sig == SIGSEGV && segv.own)
+		return segv_action(act, oact, size);
 	prev = handlers[sig];
 	if (act) {
 		k = *act;
