@@ -82,6 +82,7 @@ struct tp_dbt_boot {
 	uint64_t zydis[TP_DBT_ZY_COUNT];
 	int32_t pid;
 	uint32_t flags;
+	uint64_t cache_size; /* bytes of code the cache holds before it is flushed; 0: default */
 };
 #define TP_DBT_BOOT_MAGIC 0x544f4f4254424454ull
 

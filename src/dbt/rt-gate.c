@@ -137,6 +137,7 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 					.eflags = f->rflags,
 					.rsp = sp};
 	nt->entry = back + SYSCALL_LEN;
+	tp_dbt_cache_pin(nt, nt->entry);
 	nt->forked = !(flags & CLONE_VM);
 	if (nt->forked) {
 		nt->sync = fork_sync_new();
@@ -154,6 +155,8 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 		fork_sync_wait(nt->sync, ret);
 	if (ret > 0)
 		nt->tid = (int32_t)ret;
+	if (ret <= 0 || nt->forked)
+		nt->dead = 1; /* never started, or not in this process */
 	return refuse(back, f, ret);
 }
 
@@ -206,6 +209,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	}
 	switch (nr) {
 	case SYS_exit:
+		t->exiting = 1;
 		tp_dbt_flush(t);
 		return back;
 	case SYS_exit_group:
@@ -218,6 +222,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		note(TP_AGENT_ST_EXEC);
 		return back;
 	case SYS_vfork:
+		t->vfork_pin = back;
 		t->vfork_count = t->count;
 		t->vfork_pending = 1;
 		note(TP_AGENT_ST_FORKED);
@@ -244,6 +249,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		if (!(flags & CLONE_VFORK) || !(flags & CLONE_VM))
 			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
+			t->vfork_pin = back;
 			t->vfork_count = t->count;
 			t->vfork_pending = 1;
 		}
@@ -326,6 +332,8 @@ uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 	uint64_t to;
 
 	tp_dbt_c_enter(t);
+	/* the thread goes on there, whatever a flush does meanwhile (rt-cache.c) */
+	tp_dbt_cache_pin(t, back);
 	to = on_syscall(t, back, f);
 	tp_dbt_c_leave(t);
 	return to;

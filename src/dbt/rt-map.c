@@ -99,6 +99,16 @@ void tp_dbt_map_commit(uint64_t chunk, uint64_t cache, size_t len, uint64_t pc)
 	__atomic_store_n(&a->nrec, a->nrec + 1, __ATOMIC_RELEASE);
 }
 
+void tp_dbt_map_reset(uint64_t chunk)
+{
+	struct area *a = area_of(chunk);
+
+	if (a) {
+		__atomic_store_n(&a->nrec, 0, __ATOMIC_RELEASE);
+		a->used = 0;
+	}
+}
+
 uint64_t tp_dbt_map_program_pc(uint64_t cpc)
 {
 	struct area *a = area_of(cpc);

@@ -50,6 +50,13 @@ struct tp_dbt_thread {
 	uint32_t *sync; /* and then tells its parent through this word */
 	uint64_t entry; /* where a new thread enters the cache, with these registers */
 	struct tp_dbt_regs regs;
+	/* where it may run in the cache, for a flush's old chunks (rt-cache.c) */
+	uint64_t epoch;	    /* the cache's epoch at its last dispatch */
+	uint64_t pin;	    /* the cache address it goes on at until its next dispatch, or 0 */
+	uint64_t pin_epoch; /* the epoch then */
+	uint64_t vfork_pin; /* where it comes back from a vfork */
+	int in_dispatch;    /* in the dispatcher: it goes on in the current cache */
+	int exiting, dead;  /* it made exit; the kernel said it is gone */
 };
 
 /* The process-wide state of the runtime. */
@@ -83,9 +90,32 @@ __attribute__((noreturn)) void tp_dbt_thread_start(struct tp_dbt_thread *t) TP_D
 void tp_dbt_lock(void) TP_DBT_HIDDEN;
 void tp_dbt_unlock(void) TP_DBT_HIDDEN;
 
-/* rt-cache.c: code is translated into chunks of this size */
+/* rt-chunk.c: code is translated into chunks of this size.  A chunk is a memfd mapped
+ * twice: r-x where cache code runs, and a writable view elsewhere that translation writes
+ * through (never a writable page that may run). */
 #define TP_DBT_CHUNK_SIZE (16ull << 20)
 #define TP_DBT_CHUNKS 64
+struct tp_dbt_chunk {
+	uint64_t rx, rw, used;
+	uint64_t *links; /* its exit stubs that are linked (undone when their target goes) */
+	uint64_t nlinks;
+	uint64_t retired; /* the epoch of the flush that retired it; 0 while in use */
+	int free;	  /* retired, and every thread has left it: to be filled anew */
+};
+/* The cache holds @size bytes of code (0: its default), blocks take up to @room. */
+void tp_dbt_chunk_init(uint64_t size, uint64_t room) TP_DBT_HIDDEN;
+/* A chunk near @pc with room for a block; NULL.  A full cache is flushed first. */
+struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc) TP_DBT_HIDDEN;
+int tp_dbt_cache_write(uint64_t at, const void *src, size_t len) TP_DBT_HIDDEN; /* -EFAULT */
+/* The exit stub at @stub jumps to the block at @to from now on. */
+void tp_dbt_chunk_link(uint64_t stub, uint64_t to) TP_DBT_HIDDEN;
+/* Stubs whose target is in [@start, @end) go through the dispatcher again. */
+void tp_dbt_chunks_unlink(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
+void tp_dbt_tables_clear(void) TP_DBT_HIDDEN;	  /* every thread's lookup table */
+uint64_t tp_dbt_cache_epoch(void) TP_DBT_HIDDEN;  /* 1 + the flushes so far */
+uint64_t tp_dbt_cache_reuses(void) TP_DBT_HIDDEN; /* chunks filled anew so far */
+
+/* rt-cache.c */
 int tp_dbt_cache_init(void) TP_DBT_HIDDEN;
 /* The cache address of the block at program address @pc, translated now if needed; 0
  * after tp_dbt_fail(). */
@@ -99,8 +129,12 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HI
 
 /* Translate @pc now if needed (any %fs); 0 after tp_dbt_fail(). */
 uint64_t tp_dbt_translate(uint64_t pc) TP_DBT_HIDDEN;
+/* Forget every translation (a flush). */
+void tp_dbt_blocks_forget(void) TP_DBT_HIDDEN;
 /* Forget the translations of program code in [@start, @end). */
 void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
+/* @t goes on at cache address @at until its next dispatch (the gate, sigreturn). */
+void tp_dbt_cache_pin(struct tp_dbt_thread *t, uint64_t at) TP_DBT_HIDDEN;
 /* Is @pc in the cache or the runtime's own code? */
 int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
 
@@ -110,6 +144,7 @@ void tp_dbt_map_begin(void) TP_DBT_HIDDEN;
 void tp_dbt_map_mark(size_t cache_off, uint64_t prog_off, int stub) TP_DBT_HIDDEN;
 void tp_dbt_map_commit(uint64_t chunk, uint64_t cache, size_t len, uint64_t pc) TP_DBT_HIDDEN;
 uint64_t tp_dbt_map_program_pc(uint64_t cache_pc) TP_DBT_HIDDEN;
+void tp_dbt_map_reset(uint64_t chunk) TP_DBT_HIDDEN; /* @chunk is filled anew */
 
 /* rt-smc.c: writable pages translated from are write-protected (code written at run time) */
 void tp_dbt_smc_watch(uint64_t page) TP_DBT_HIDDEN; /* a block was translated from @page */

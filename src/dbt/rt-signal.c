@@ -202,6 +202,9 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		t->ibl_rdx = s->ibl_rdx;
 		count_fix(uc, t->count - s->count);
 	}
+	/* it goes on there, whatever a flush does meanwhile */
+	if (tp_dbt_in_runtime((uint64_t)*rip))
+		tp_dbt_cache_pin(t, (uint64_t)*rip);
 	tp_dbt_c_leave(t);
 	tp_dbt_rt_sigreturn(rsp);
 	return 0;
