@@ -43,6 +43,7 @@
 
 /* Gate reasons. */
 #define TP_DBT_GATE_SYSCALL 1
+#define TP_DBT_GATE_UNDECODABLE 2 /* then ud2 */
 
 /* Unlinked exit stub, written by the translator and patched by the dispatcher:
  *   mov [gs:RAX], rax; lea rax, [rip - 16]; jmp [gs:DIRECT]; .quad target; .quad link

@@ -167,6 +167,19 @@ static void put_gate(struct tp_arch_writer *w, int32_t reason)
 		memcpy(w->buf + at + (tp_dbt_tpl_gate_reason - tp_dbt_tpl_gate) - 4, &reason, 4);
 }
 
+/* Bytes the decoder does not know, at @cur: a block of their own that raises the CPU's
+ * #UD there (SIGILL at the program's pc, as natively), after the gate has said so if the
+ * program dies of it (the decoder may know less than the CPU).  A fault: not counted. */
+static void put_undecodable(struct tp_arch_writer *w, uint64_t cur, uint64_t pc)
+{
+	if (cur != pc) {
+		put_stub(w, cur);
+		return;
+	}
+	put_gate(w, TP_DBT_GATE_UNDECODABLE);
+	tp_arch_put_data(w, "\x0f\x0b", 2); /* ud2 */
+}
+
 /* "call/jmp r/m64" (ff /2, ff /4) as "mov rax, r/m64" with the same operand: the
  * prefixes that only hint (notrack, bnd) go, segment and address-size ones stay. */
 static int put_load_target(struct tp_arch_writer *w, const uint8_t *b, const struct tp_insn *in)
@@ -256,8 +269,8 @@ static uint64_t translate(uint64_t pc)
 		uint64_t next;
 
 		if (tp_arch_decode(b, have, cur, &in)) {
-			tp_dbt_fail("an instruction the decoder does not know", cur);
-			return 0;
+			put_undecodable(&w, cur, pc);
+			break;
 		}
 		next = cur + in.len;
 		ninsn++;
@@ -542,8 +555,9 @@ static void dispatch_enter(struct tp_dbt_thread *t)
 	t->in_dispatch = 1;
 }
 
-static void dispatch_leave(struct tp_dbt_thread *t)
+static void dispatch_leave(struct tp_dbt_thread *t, uint64_t to)
 {
+	t->next = to; /* where a signal from here on shows the program (rt-signal.c) */
 	t->epoch = tp_dbt_cache_epoch();
 	if (!t->vfork_pending)
 		t->vfork_pin = 0;
@@ -565,7 +579,7 @@ uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 	/* the stub's chunk may hold other code already (this thread was out of it) */
 	if (reuses == tp_dbt_cache_reuses())
 		tp_dbt_chunk_link(stub, to);
-	dispatch_leave(t);
+	dispatch_leave(t, to);
 	return to;
 }
 
@@ -583,6 +597,6 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 	e->pc = 0;
 	e->cache = to;
 	e->pc = pc;
-	dispatch_leave(t);
+	dispatch_leave(t, to);
 	return to;
 }

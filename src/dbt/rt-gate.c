@@ -194,6 +194,34 @@ static void smc_open_iov(uint64_t iov, uint64_t n)
 	}
 }
 
+/* The program sets %gs, which cache code needs: if this is its only thread, it leaves the
+ * cache for good and runs natively from its syscall on (the counts so far are in, marked);
+ * returns otherwise. */
+static void leave_cache(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
+{
+	uint64_t next = tp_dbt_map_program_pc(back + SYSCALL_LEN);
+
+	for (struct tp_dbt_thread *o = tp_dbt.threads; o; o = o->link)
+		if (o != t && !o->dead && tp_raw3(SYS_tgkill, tp_dbt.pid, o->tid, 0) != -ESRCH)
+			return;
+	if (!next || t->nsave || t->vfork_pending)
+		return;
+	tp_dbt_flush_all();
+	tp_dbt_fail("the program sets %gs (which the dbt engine owns) and runs natively from its "
+		    "arch_prctl on,",
+		    next);
+	/* what the runtime changed for the program, given back */
+	tp_dbt_smc_forget(0, 1ull << 47);
+	tp_dbt_sig_native();
+	if (t->tcb_in)
+		tp_raw2(SYS_arch_prctl, ARCH_SET_FS, 0);
+	/* as after a syscall: rcx the next pc, r11 the flags */
+	f->rcx = next;
+	f->r11 = f->rflags;
+	tp_dbt_c_leave(t);
+	tp_dbt_rt_leave(f, f->rsi);
+}
+
 static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
 {
 	long nr = (long)f->rax;
@@ -314,9 +342,16 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 
 			return refuse(back, f, tp_rt_mem_write(f->rsi, &zero, 8));
 		}
-		if (f->rdi == ARCH_SET_GS || f->rdi == ARCH_GET_GS) {
-			tp_dbt_fail("the program uses %gs, which the dbt engine owns (arch_prctl "
-				    "refused with EPERM)",
+		if (f->rdi == ARCH_GET_GS) {
+			uint64_t zero = 0; /* the program never set it: see ARCH_SET_GS */
+
+			return refuse(back, f, tp_rt_mem_write(f->rsi, &zero, 8));
+		}
+		if (f->rdi == ARCH_SET_GS) {
+			leave_cache(t, back, f);
+			/* other threads run in the cache: it cannot be left */
+			tp_dbt_fail("the program sets %gs, which the dbt engine owns, with other "
+				    "threads running (arch_prctl refused with EPERM)",
 				    0);
 			return refuse(back, f, -EPERM);
 		}
@@ -326,15 +361,36 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	}
 }
 
+/* The ud2 at @back stands for bytes the decoder does not know: the program gets SIGILL.  If
+ * that kills it, the counts so far are in, with why (a CPU that knows them would go on). */
+static void undecodable(uint64_t back)
+{
+	uint64_t mask = 0, pc = tp_dbt_map_program_pc(back);
+
+	tp_raw4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, 8);
+	if (tp_dbt_sig_handler(SIGILL) && !(mask & (1ull << (SIGILL - 1))))
+		return;
+	tp_dbt_flush_all();
+	tp_dbt_fail("the decoder does not know an instruction: the program got SIGILL (as on a "
+		    "CPU that does not know it either)",
+		    pc);
+}
+
 uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
 	uint64_t to;
 
 	tp_dbt_c_enter(t);
-	/* the thread goes on there, whatever a flush does meanwhile (rt-cache.c) */
+	/* the thread goes on there, whatever a flush does meanwhile (rt-chunk.c) */
 	tp_dbt_cache_pin(t, back);
-	to = on_syscall(t, back, f);
+	if (t->arg == TP_DBT_GATE_UNDECODABLE) {
+		undecodable(back);
+		to = back;
+	} else {
+		to = on_syscall(t, back, f);
+	}
+	t->next = to; /* where a signal from here on shows the program (rt-signal.c) */
 	tp_dbt_c_leave(t);
 	return to;
 }

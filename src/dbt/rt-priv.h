@@ -156,6 +156,8 @@ void tp_dbt_smc_forget(uint64_t start, uint64_t len) TP_DBT_HIDDEN; /* the progr
 struct tp_ksigaction;
 /* SIGSEGV to the runtime first, whatever the program asks (rt-smc.c's faults); -1. */
 int tp_dbt_sig_own_segv(void) TP_DBT_HIDDEN;
+uint64_t tp_dbt_sig_handler(int sig) TP_DBT_HIDDEN; /* the program's handler, 0 for none */
+void tp_dbt_sig_native(void) TP_DBT_HIDDEN; /* the kernel gets the program's handlers back */
 long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
 		      long size) TP_DBT_HIDDEN;
 uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;
@@ -178,6 +180,9 @@ void tp_dbt_rt_miss(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
 __attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp) TP_DBT_HIDDEN;
+/* Out of the cache for good: arch_prctl(ARCH_SET_GS, @gs), then the program's registers in
+ * @f (rcx: where it goes on). */
+__attribute__((noreturn)) void tp_dbt_rt_leave(struct tp_dbt_frame *f, uint64_t gs) TP_DBT_HIDDEN;
 
 static inline struct tp_dbt_thread *tp_dbt_self(void)
 {

@@ -34,6 +34,27 @@ static long segv_ours(void)
 	return tp_raw4(SYS_rt_sigaction, SIGSEGV, &k, NULL, 8);
 }
 
+uint64_t tp_dbt_sig_handler(int sig)
+{
+	return sig > 0 && sig < 65 ? handlers[sig] : 0;
+}
+
+void tp_dbt_sig_native(void)
+{
+	for (int sig = 1; sig < 65; sig++) {
+		struct tp_ksigaction k;
+
+		if (sig == SIGSEGV && segv.own) {
+			tp_raw4(SYS_rt_sigaction, sig, &segv.prog, NULL, 8);
+			continue;
+		}
+		if (!handlers[sig] || tp_raw4(SYS_rt_sigaction, sig, NULL, &k, 8))
+			continue;
+		k.handler = (void *)(uintptr_t)handlers[sig];
+		tp_raw4(SYS_rt_sigaction, sig, &k, NULL, 8);
+	}
+}
+
 int tp_dbt_sig_own_segv(void)
 {
 	if (segv.own)
@@ -90,6 +111,17 @@ static uint64_t segv_enter(struct tp_dbt_thread *t, siginfo_t *si, ucontext_t *u
 	return 0;
 }
 
+/* The program's pc while the runtime's own code runs (outside its C code, where signals
+ * wait): where it goes on, which NEXT holds (rt-entry.S), a cache or a program address. */
+static uint64_t runtime_pc(uint64_t next)
+{
+	uint64_t pc = tp_dbt_map_program_pc(next);
+
+	if (pc || !next || tp_dbt_in_runtime(next))
+		return pc;
+	return next;
+}
+
 uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
@@ -121,11 +153,16 @@ uint64_t tp_dbt_sig_enter(int sig, siginfo_t *si, ucontext_t *uc)
 		s->ibl_rdx = t->ibl_rdx;
 		s->cache_pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
 		s->prog_pc = tp_dbt_map_program_pc(s->cache_pc);
+		if (!s->prog_pc && tp_dbt_in_runtime(s->cache_pc))
+			s->prog_pc = runtime_pc(s->next);
 		if (s->prog_pc) {
 			/* right after a syscall, rcx holds the pc after it, as rip does */
 			if ((uint64_t)uc->uc_mcontext.gregs[REG_RCX] == s->cache_pc)
 				uc->uc_mcontext.gregs[REG_RCX] = (greg_t)s->prog_pc;
 			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)s->prog_pc;
+			/* the faulting instruction's address */
+			if ((sig == SIGILL || sig == SIGFPE) && si->si_addr == (void *)s->cache_pc)
+				si->si_addr = (void *)(uintptr_t)s->prog_pc;
 		}
 	} else {
 		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
