@@ -513,14 +513,12 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 		return 0;
 	}
 	{
-		uint64_t epoch = tp_dbt_cache_epoch();
-
 		tls_enter();
 		cache = translate(pc);
-		/* a flush cleared the table meanwhile: the first free slot is elsewhere */
-		if (epoch != tp_dbt_cache_epoch())
-			for (i = hash(pc, TABLE_BITS); C.table[i].cache; i = (i + 1) & mask)
-				;
+		/* a flush cleared the table meanwhile, or another thread filled it while this
+		 * one waited for room (rt-chunk.c): the first free slot is elsewhere */
+		for (i = hash(pc, TABLE_BITS); C.table[i].cache; i = (i + 1) & mask)
+			;
 	}
 	if (!cache)
 		return 0;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "arch/arch.h"
 #include "dbt/rt-priv.h"
@@ -383,7 +384,7 @@ static struct tp_dbt_chunk *chunk_reuse(uint64_t pc)
 	return NULL;
 }
 
-struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc)
+static struct tp_dbt_chunk *chunk_find(uint64_t pc)
 {
 	struct tp_dbt_chunk *c;
 	int flushed = 0;
@@ -404,6 +405,23 @@ struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc)
 		return NULL;
 	cache_flush();
 	return chunk_reuse(pc);
+}
+
+struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc)
+{
+	struct tp_dbt_chunk *c = chunk_find(pc);
+
+	/* every chunk retired and still run by other threads: they leave them at their next
+	 * dispatch, which needs the lock (this thread's caller owns nothing else meanwhile) */
+	for (int i = 0; !c && i < 1000 && tp_dbt.threads && tp_dbt.threads->link; i++) {
+		struct timespec ts = {0, 1000 * 1000};
+
+		tp_dbt_unlock();
+		tp_raw2(SYS_nanosleep, &ts, NULL);
+		tp_dbt_lock();
+		c = chunk_find(pc);
+	}
+	return c;
 }
 
 void tp_dbt_chunks_unlink(uint64_t start, uint64_t end)
