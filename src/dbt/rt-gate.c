@@ -235,6 +235,11 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		t->vfork_pending = 0;
 		return back;
 	}
+	{
+		uint64_t args[6] = {f->rdi, f->rsi, f->rdx, f->r10, f->r8, f->r9};
+
+		tp_dbt_smc_open_args(args, 6);
+	}
 	switch (nr) {
 	case SYS_exit:
 		t->exiting = 1;

@@ -151,6 +151,8 @@ void tp_dbt_smc_watch(uint64_t page) TP_DBT_HIDDEN; /* a block was translated fr
 int tp_dbt_smc_fault(uint64_t addr) TP_DBT_HIDDEN;  /* a write faulted: 1 if it may go on */
 void tp_dbt_smc_open(uint64_t start, uint64_t len) TP_DBT_HIDDEN;   /* the kernel writes there */
 void tp_dbt_smc_forget(uint64_t start, uint64_t len) TP_DBT_HIDDEN; /* the program maps there */
+/* Pages that @n system call arguments point into, opened if guarded. */
+void tp_dbt_smc_open_args(const uint64_t *args, int n) TP_DBT_HIDDEN;
 
 /* rt-signal.c */
 struct tp_ksigaction;

@@ -203,6 +203,18 @@ void tp_dbt_smc_open(uint64_t start, uint64_t len)
 	}
 }
 
+void tp_dbt_smc_open_args(const uint64_t *args, int n)
+{
+	/* a system call's pointer into a guarded page: the kernel may write there, and its
+	 * write would fail (EFAULT) where the program's own would have faulted */
+	for (int i = 0; i < n && S.nguarded; i++) {
+		struct page *p = find(args[i] >> 12, 0);
+
+		if (p && p->state == P_GUARDED)
+			open_page(p);
+	}
+}
+
 static void forget(struct page *p)
 {
 	/* the program's own protection back first: its call may fail */

@@ -1,14 +1,15 @@
 /* e2e target: a JIT that writes and rewrites its code in place on RWX pages, never calling
  * mprotect: a function f on one page is rewritten each round (a different constant and
  * length) and called, directly and through g, on another page, which calls it with a
- * direct call; then f's new code comes into the page through read(2) from a pipe.  Each
- * result is checked.
+ * direct call; then f's new code comes into the page through read(2) from a pipe, and
+ * getcwd(2) writes into it.  Each result is checked.
  * Usage: jit [ROUNDS]   prints the rounds, the sum of the results and the wrong ones;
  * exit 0 when none was wrong */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef long (*fn_t)(long);
@@ -78,6 +79,9 @@ int main(int argc, char **argv)
 		bad += r1 != i + k || r2 != (i + k) * 2 + 1;
 		sum += r1 + r2;
 	}
+	/* a system call that writes into f's page, not one of the read family */
+	sum += f(0);
+	bad += syscall(SYS_getcwd, pages + 2048, 2048) <= 0;
 	printf("jit %ld rounds, sum %ld, wrong %ld\n", rounds, sum, bad);
 	return bad != 0;
 }
