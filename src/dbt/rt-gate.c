@@ -289,10 +289,9 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		note(TP_AGENT_ST_FORKED);
 		return back;
 	case SYS_mmap:
-		if (!(f->r10 & (MAP_FIXED | MAP_FIXED_NOREPLACE))) {
-			tp_dbt_smc_forget(0, 0); /* new mappings: rt-smc.c reads them again */
+		/* elsewhere, a new mapping changes none known (rt-smc.c looks new ones up) */
+		if (!(f->r10 & (MAP_FIXED | MAP_FIXED_NOREPLACE)))
 			return back;
-		}
 		/* a fixed mapping replaces what was there */
 		__attribute__((fallthrough));
 	case SYS_munmap:
