@@ -294,14 +294,38 @@ static const char *const zydis_names[TP_DBT_ZY_COUNT] = {
     [TP_DBT_ZY_NOP_FILL] = "ZydisEncoderNopFill",
 };
 
+/* $TRACEPAD_DBT_CACHE_SIZE: the code cache's size in bytes (K or M after the number), to
+ * test its flushes; 0 when unset (the runtime's default), -1 when it is not a size. */
+static int64_t cache_size_env(void)
+{
+	const char *env = getenv("TRACEPAD_DBT_CACHE_SIZE");
+	char *end;
+	unsigned long long n;
+
+	if (!env || !*env)
+		return 0;
+	errno = 0;
+	n = strtoull(env, &end, 10);
+	if (*end == 'K' || *end == 'k' || *end == 'M' || *end == 'm')
+		n <<= (*end++ | 0x20) == 'k' ? 10 : 20;
+	return errno || *end || !n || n > (1ull << 40) ? -1 : (int64_t)n;
+}
+
 static int boot_write(struct ctx *c, const struct tp_dbt_takeover *o, struct image *rt,
 		      struct image *zy, const struct user_regs_struct *regs)
 {
 	struct tp_dbt_boot *b = calloc(1, sizeof(*b));
+	int64_t cache_size = cache_size_env();
 	int err;
 
 	if (!b)
 		return -ENOMEM;
+	if (cache_size < 0) {
+		free(b);
+		return fail(c, -EINVAL, "TRACEPAD_DBT_CACHE_SIZE is not a size in bytes: %s",
+			    getenv("TRACEPAD_DBT_CACHE_SIZE"), "");
+	}
+	b->cache_size = (uint64_t)cache_size;
 	b->magic = TP_DBT_BOOT_MAGIC;
 	memcpy(&b->regs, regs, sizeof(b->regs));
 	b->pid = c->pid;

@@ -48,6 +48,7 @@
 
 /* Gate reasons. */
 #define TP_DBT_GATE_SYSCALL 1
+#define TP_DBT_GATE_UNDECODABLE 2 /* then ud2 */
 
 /* Unlinked exit stub, written by the translator and patched by the dispatcher:
  *   mov [gs:RAX], rax; lea rax, [rip - 16]; jmp [gs:DIRECT]; .quad target; .quad link
@@ -87,6 +88,7 @@ struct tp_dbt_boot {
 	uint64_t zydis[TP_DBT_ZY_COUNT];
 	int32_t pid;
 	uint32_t flags;
+	uint64_t cache_size; /* bytes of code the cache holds before it is flushed; 0: default */
 };
 #define TP_DBT_BOOT_MAGIC 0x544f4f4254424454ull
 

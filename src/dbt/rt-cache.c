@@ -18,28 +18,16 @@
 #include "rt/raw.h"
 #include "rt/rt.h"
 
-#define CHUNK_SIZE TP_DBT_CHUNK_SIZE
-#define CHUNKS TP_DBT_CHUNKS
-#define CHUNK_REACH (1ull << 30) /* a block goes in a chunk this close to its code */
 #define BLOCK_MAX_INSNS 64
 #define BLOCK_ROOM 8192 /* more than any block and its exits take */
 #define TABLE_BITS 18
 #define PAGE_BITS 16 /* the set of code pages translated from */
-
-/* A chunk is a memfd mapped twice: r-x where cache code runs, and a writable view
- * elsewhere that translation writes through (never a writable page that may run).  A forked
- * child gets chunks of its own (tp_dbt_cache_forked), or both would write into one cache. */
-struct chunk {
-	uint64_t rx, rw, used;
-};
 
 struct entry {
 	uint64_t pc, cache;
 };
 
 static struct {
-	struct chunk chunks[CHUNKS];
-	int nchunks;
 	struct entry *table; /* every translated block: pc -> cache, open addressing */
 	uint64_t nblocks;
 	uint64_t *pages; /* page numbers + 1 of translated code, open addressing */
@@ -70,139 +58,19 @@ int tp_dbt_cache_init(void)
 	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
 	if (!C.table || !C.pages)
 		return -ENOMEM;
+	tp_dbt_chunk_init(tp_dbt.boot->cache_size, BLOCK_ROOM);
 	return 0;
 }
 
-/* ---- chunks ---- */
-
-static uint64_t dist(uint64_t a, uint64_t b)
-{
-	return a > b ? a - b : b - a;
-}
-
-/* A memfd of a chunk's size, mapped writable (and at @rx too when it is not 0); the fd is
- * closed at once: the mappings keep the file. */
-static uint64_t chunk_map(uint64_t rx, uint64_t *rw)
-{
-	long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), r = -EBADF, w = -1;
-
-	if (fd < 0)
-		return 0;
-	if (!tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE)) {
-		w = tp_raw6(SYS_mmap, 0, CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		if (!tp_raw_failed(w) && rx)
-			r = tp_raw6(SYS_mmap, rx, CHUNK_SIZE, PROT_READ | PROT_EXEC,
-				    MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-	}
-	tp_raw1(SYS_close, fd);
-	if (tp_raw_failed(w))
-		return 0;
-	if (rx && tp_raw_failed(r)) {
-		tp_raw2(SYS_munmap, w, CHUNK_SIZE);
-		return 0;
-	}
-	*rw = (uint64_t)w;
-	return rx ? (uint64_t)r : 1;
-}
-
-static struct chunk *chunk_new(uint64_t pc)
-{
-	struct chunk *c;
-	uint64_t rx = 0, rw = 0;
-
-	if (C.nchunks == CHUNKS)
-		return NULL;
-	/* below the code (above it when there is no room), clear of the program's own
-	 * mappings and of where its brk heap grows */
-	for (uint64_t k = 0; k < 32 && !rx; k++) {
-		uint64_t hint = pc > CHUNK_REACH ? pc - CHUNK_REACH * 3 / 4 - k * CHUNK_SIZE
-						 : pc + CHUNK_REACH / 2 + k * CHUNK_SIZE;
-
-		rx = chunk_map(hint & ~0xffffull, &rw);
-	}
-	if (!rx)
-		return NULL;
-	c = &C.chunks[C.nchunks];
-	c->rx = rx;
-	c->rw = rw;
-	c->used = 0;
-	/* a signal handler may look for the chunk of a pc meanwhile (tp_dbt_in_runtime) */
-	__atomic_store_n(&C.nchunks, C.nchunks + 1, __ATOMIC_RELEASE);
-	return c;
-}
-
-void tp_dbt_cache_forked(void)
-{
-	tp_dbt_map_forked();
-	for (int i = 0; i < C.nchunks; i++) {
-		struct chunk *c = &C.chunks[i];
-		long fd = tp_raw2(SYS_memfd_create, "tracepad-dbt-cache", MFD_CLOEXEC), w = -1,
-		     r = -1;
-
-		/* a copy of the chunk as it is, then the copy's mapping over the chunk */
-		if (fd >= 0 && !tp_raw2(SYS_ftruncate, fd, CHUNK_SIZE))
-			w = tp_raw6(SYS_mmap, 0, CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-				    0);
-		if (!tp_raw_failed(w)) {
-			memcpy((void *)(uintptr_t)w, (const void *)(uintptr_t)c->rx, c->used);
-			r = tp_raw6(SYS_mmap, c->rx, CHUNK_SIZE, PROT_READ | PROT_EXEC,
-				    MAP_SHARED | MAP_FIXED, fd, 0);
-		}
-		if (fd >= 0)
-			tp_raw1(SYS_close, fd);
-		if (tp_raw_failed(w) || tp_raw_failed(r)) {
-			/* the parent's cache must not be written: no more translations here */
-			tp_dbt_fail("no memory for a forked child's code cache", 0);
-			C.nchunks = 0;
-			return;
-		}
-		tp_raw2(SYS_munmap, c->rw, CHUNK_SIZE);
-		c->rw = (uint64_t)w;
-		tp_dbt_map_chunk(c->rx, c->rw);
-	}
-}
-
-static struct chunk *chunk_for(uint64_t pc)
-{
-	for (int i = 0; i < C.nchunks; i++) {
-		struct chunk *c = &C.chunks[i];
-
-		if (dist(c->rx, pc) < CHUNK_REACH && dist(c->rx + CHUNK_SIZE, pc) < CHUNK_REACH &&
-		    c->used + BLOCK_ROOM <= CHUNK_SIZE)
-			return c;
-	}
-	return chunk_new(pc);
-}
-
-static struct chunk *chunk_of(uint64_t addr)
-{
-	for (int i = 0; i < C.nchunks; i++)
-		if (addr - C.chunks[i].rx < CHUNK_SIZE)
-			return &C.chunks[i];
-	return NULL;
-}
-
-/* Write @len bytes at cache address @at, through the chunk's writable view. */
 static int cache_write(uint64_t at, const void *src, size_t len)
 {
-	struct chunk *c = chunk_of(at);
-
-	if (!c)
-		return -EFAULT;
-	memcpy((void *)(uintptr_t)(c->rw + (at - c->rx)), src, len);
-	return 0;
+	return tp_dbt_cache_write(at, src, len);
 }
 
-/* Write 8 bytes at @at (8-aligned) in one store: another thread may be running them. */
-static void cache_store8(uint64_t at, const void *src)
+void tp_dbt_blocks_forget(void)
 {
-	struct chunk *c = chunk_of(at);
-	uint64_t v;
-
-	memcpy(&v, src, 8);
-	if (c)
-		__atomic_store_n((uint64_t *)(uintptr_t)(c->rw + (at - c->rx)), v,
-				 __ATOMIC_RELEASE);
+	memset(C.table, 0, sizeof(struct entry) << TABLE_BITS);
+	C.nblocks = 0;
 }
 
 /* ---- translation ---- */
@@ -300,6 +168,19 @@ static void put_gate(struct tp_arch_writer *w, int32_t reason)
 		memcpy(w->buf + at + (tp_dbt_tpl_gate_reason - tp_dbt_tpl_gate) - 4, &reason, 4);
 }
 
+/* Bytes the decoder does not know, at @cur: a block of their own that raises the CPU's
+ * #UD there (SIGILL at the program's pc, as natively), after the gate has said so if the
+ * program dies of it (the decoder may know less than the CPU).  A fault: not counted. */
+static void put_undecodable(struct tp_arch_writer *w, uint64_t cur, uint64_t pc)
+{
+	if (cur != pc) {
+		put_stub(w, cur);
+		return;
+	}
+	put_gate(w, TP_DBT_GATE_UNDECODABLE);
+	tp_arch_put_data(w, "\x0f\x0b", 2); /* ud2 */
+}
+
 /* "call/jmp r/m64" (ff /2, ff /4) as "mov rax, r/m64" with the same operand: the
  * prefixes that only hint (notrack, bnd) go, segment and address-size ones stay. */
 static int put_load_target(struct tp_arch_writer *w, const uint8_t *b, const struct tp_insn *in)
@@ -360,7 +241,7 @@ static int put_copy(struct tp_arch_writer *w, const uint8_t *b, const struct tp_
 /* The block at @pc, written at the chunk's end; 0 after tp_dbt_fail(). */
 static uint64_t translate(uint64_t pc)
 {
-	struct chunk *c = chunk_for(pc);
+	struct tp_dbt_chunk *c = tp_dbt_chunk_for(pc);
 	struct tp_arch_writer w;
 	uint64_t start, cur = pc;
 	uint32_t ninsn = 0;
@@ -383,8 +264,8 @@ static uint64_t translate(uint64_t pc)
 		uint64_t next;
 
 		if (tp_arch_decode(b, have, cur, &in)) {
-			tp_dbt_fail("an instruction the decoder does not know", cur);
-			return 0;
+			put_undecodable(&w, cur, pc);
+			break;
 		}
 		next = cur + in.len;
 		ninsn++;
@@ -565,6 +446,7 @@ static void page_add(uint64_t page)
 {
 	uint64_t i;
 
+	tp_dbt_smc_watch(page);
 	if (C.pages_full || page_find(page, &i))
 		return;
 	if (C.npages >= (1ull << PAGE_BITS) / 2) {
@@ -610,10 +492,8 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 	}
 	C.nblocks = n;
 	tp_dbt_map_stale(start, end);
-	/* every thread's table: the others may be reading theirs meanwhile, which makes a
-	 * stale jump there as likely as natively running code being unmapped under it */
-	for (struct tp_dbt_thread *t = tp_dbt.threads; t; t = t->link)
-		memset((void *)(uintptr_t)t->table, 0, sizeof(struct entry) * TP_DBT_IBL_SIZE);
+	tp_dbt_chunks_unlink(start, end);
+	tp_dbt_tables_clear();
 }
 
 uint64_t tp_dbt_lookup(uint64_t pc)
@@ -633,6 +513,10 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 	{
 		tls_enter();
 		cache = translate(pc);
+		/* a flush cleared the table meanwhile, or another thread filled it while this
+		 * one waited for room (rt-chunk.c): the first free slot is elsewhere */
+		for (i = hash(pc, TABLE_BITS); C.table[i].cache; i = (i + 1) & mask)
+			;
 	}
 	if (!cache)
 		return 0;
@@ -659,43 +543,39 @@ uint64_t tp_dbt_translate(uint64_t pc)
 	return tp_dbt_lookup(pc);
 }
 
-int tp_dbt_in_runtime(uint64_t pc)
+/* A dispatch leaves for the chunks in use: where the thread was matters no more. */
+static void dispatch_enter(struct tp_dbt_thread *t)
 {
-	/* the runtime and its libZydis, mapped by the launcher in the runtime's region */
-	return chunk_of(pc) || (pc >= TP_DBT_RT_AT && pc < TP_DBT_HEAP_AT);
+	tp_dbt_c_enter(t);
+	t->pin = 0;
+	t->in_dispatch = 1;
+}
+
+static void dispatch_leave(struct tp_dbt_thread *t, uint64_t to)
+{
+	t->next = to; /* where a signal from here on shows the program (rt-signal.c) */
+	t->epoch = tp_dbt_cache_epoch();
+	if (!t->vfork_pending)
+		t->vfork_pin = 0;
+	t->in_dispatch = 0;
+	tp_dbt_c_leave(t);
 }
 
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f)
 {
-	uint64_t target, to;
-	uint8_t jmp[8];
+	struct tp_dbt_thread *t = tp_dbt_self();
+	uint64_t target, to, reuses;
 
-	int64_t rel;
-
-	tp_dbt_c_enter(tp_dbt_self());
+	dispatch_enter(t);
+	reuses = tp_dbt_cache_reuses();
 	memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
 	to = tp_dbt_translate(target);
 	if (!to)
 		return give_up();
-	/* link: the stub's first bytes become a jump to the block */
-	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
-	rel = (int64_t)(to - (stub + TP_ARCH_JMP32_LEN));
-	if (rel == (int32_t)rel) {
-		int32_t r32 = (int32_t)rel;
-
-		jmp[0] = 0xe9; /* jmp rel32 */
-		memcpy(jmp + 1, &r32, 4);
-		cache_store8(stub, jmp);
-	} else {
-		int32_t rel = TP_DBT_STUB_LINK - 6;
-
-		cache_store8(stub + TP_DBT_STUB_LINK, &to);
-		jmp[0] = 0xff;
-		jmp[1] = 0x25;
-		memcpy(jmp + 2, &rel, 4);
-		cache_store8(stub, jmp);
-	}
-	tp_dbt_c_leave(tp_dbt_self());
+	/* the stub's chunk may hold other code already (this thread was out of it) */
+	if (reuses == tp_dbt_cache_reuses())
+		tp_dbt_chunk_link(stub, to);
+	dispatch_leave(t, to);
 	return to;
 }
 
@@ -705,7 +585,7 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 	struct entry *e = (struct entry *)(uintptr_t)t->table + (pc & (TP_DBT_IBL_SIZE - 1));
 	uint64_t to;
 
-	tp_dbt_c_enter(t);
+	dispatch_enter(t);
 	to = tp_dbt_translate(pc);
 	if (!to)
 		return give_up();
@@ -713,6 +593,6 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f)
 	e->pc = 0;
 	e->cache = to;
 	e->pc = pc;
-	tp_dbt_c_leave(tp_dbt_self());
+	dispatch_leave(t, to);
 	return to;
 }

@@ -46,11 +46,13 @@ tp_dbt_rt_enter:
 /* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  The frame
  * (struct tp_dbt_frame) is the program's registers and flags, pushed on the program's
  * stack below the red zone (256 bytes in all); C may change them and returns the cache
- * address to go on at.  C runs on the thread's runtime stack (a program's thread may have
+ * address to go on at (and NEXT says where the program is meanwhile: the argument, then
+ * the result).  C runs on the thread's runtime stack (a program's thread may have
  * a small one), unless it is already there: a handler that a signal ran meanwhile (before
  * the C code defers signals) gets its frame below, and so does its own C code.  The slots
  * a handler may find live are saved and put back around it. */
 .macro ENTER_C fn
+	mov %rax, %gs:TP_DBT_T_NEXT /* what a signal meanwhile shows (rt-signal.c) */
 	lea -128(%rsp), %rsp
 	pushfq
 	pushq %gs:TP_DBT_T_RAX
@@ -201,6 +203,7 @@ tp_dbt_rt_sigtramp_go:
 	mov %r15, %rdx
 	mov %rbx, %rax
 	movq $0, %gs:TP_DBT_T_RAX
+	mov %rax, %gs:TP_DBT_T_NEXT /* until the lookup finds it */
 	jmp *%gs:TP_DBT_T_IBL
 	/* deferred (it came while the runtime's C code ran): back at once, redelivered later */
 1:	add $8, %rsp
@@ -224,6 +227,37 @@ tp_dbt_rt_sigreturn:
 	syscall
 	ud2
 	.size tp_dbt_rt_sigreturn, .-tp_dbt_rt_sigreturn
+
+/* void tp_dbt_rt_leave(struct tp_dbt_frame *f, uint64_t gs): the program sets %gs and runs
+ * natively from here on, with the registers of @f (rcx: its next pc; rax: the result). */
+	.globl tp_dbt_rt_leave
+	.hidden tp_dbt_rt_leave
+	.type tp_dbt_rt_leave, @function
+tp_dbt_rt_leave:
+	mov %rdi, %rsp
+	mov $158, %eax		/* arch_prctl(ARCH_SET_GS, gs) */
+	mov $0x1001, %edi
+	syscall
+	mov %rax, 112(%rsp)	/* the frame's rax */
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rdi
+	pop %rsi
+	pop %rbp
+	pop %rbx
+	pop %rdx
+	pop %rcx
+	pop %rax
+	popfq
+	lea 128(%rsp), %rsp
+	jmp *%rcx
+	.size tp_dbt_rt_leave, .-tp_dbt_rt_leave
 
 /* ---- templates: copied into the cache, patched where a label ends a field ---- */
 	.section .rodata

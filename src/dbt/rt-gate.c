@@ -138,6 +138,7 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 					.eflags = f->rflags,
 					.rsp = sp};
 	nt->entry = back + SYSCALL_LEN;
+	tp_dbt_cache_pin(nt, nt->entry);
 	nt->forked = !(flags & CLONE_VM);
 	nt->prog_ss = t->prog_ss;
 	if (nt->forked) {
@@ -156,6 +157,8 @@ static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_d
 		fork_sync_wait(nt->sync, ret);
 	if (ret > 0)
 		nt->tid = (int32_t)ret;
+	if (ret <= 0 || nt->forked)
+		nt->dead = 1; /* never started, or not in this process */
 	return refuse(back, f, ret);
 }
 
@@ -181,6 +184,46 @@ static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
 	return refuse(back, f, ret);
 }
 
+/* tp_dbt_smc_open() for each buffer of an iovec array the kernel writes into. */
+static void smc_open_iov(uint64_t iov, uint64_t n)
+{
+	for (uint64_t i = 0; i < n && i < 1024; i++) {
+		uint64_t v[2];
+
+		if (tp_rt_mem_read(iov + 16 * i, v, sizeof(v)))
+			return;
+		tp_dbt_smc_open(v[0], v[1]);
+	}
+}
+
+/* The program sets %gs, which cache code needs: if this is its only thread, it leaves the
+ * cache for good and runs natively from its syscall on (the counts so far are in, marked);
+ * returns otherwise. */
+static void leave_cache(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
+{
+	uint64_t next = tp_dbt_map_program_pc(back + SYSCALL_LEN);
+
+	for (struct tp_dbt_thread *o = tp_dbt.threads; o; o = o->link)
+		if (o != t && !o->dead && tp_raw3(SYS_tgkill, tp_dbt.pid, o->tid, 0) != -ESRCH)
+			return;
+	if (!next || t->nsave || t->vfork_pending)
+		return;
+	tp_dbt_flush_all();
+	tp_dbt_fail("the program sets %gs (which the dbt engine owns) and runs natively from its "
+		    "arch_prctl on,",
+		    next);
+	/* what the runtime changed for the program, given back */
+	tp_dbt_smc_forget(0, 1ull << 47);
+	tp_dbt_sig_native();
+	if (t->tcb_in)
+		tp_raw2(SYS_arch_prctl, ARCH_SET_FS, 0);
+	/* as after a syscall: rcx the next pc, r11 the flags */
+	f->rcx = next;
+	f->r11 = f->rflags;
+	tp_dbt_c_leave(t);
+	tp_dbt_rt_leave(f, f->rsi);
+}
+
 static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f)
 {
 	long nr = (long)f->rax;
@@ -195,8 +238,14 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		t->vfork_pending = 0;
 		return back;
 	}
+	{
+		uint64_t args[6] = {f->rdi, f->rsi, f->rdx, f->r10, f->r8, f->r9};
+
+		tp_dbt_smc_open_args(args, 6);
+	}
 	switch (nr) {
 	case SYS_exit:
+		t->exiting = 1;
 		tp_dbt_flush(t);
 		return back;
 	case SYS_exit_group:
@@ -209,6 +258,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		note(TP_AGENT_ST_EXEC);
 		return back;
 	case SYS_vfork:
+		t->vfork_pin = back;
 		t->vfork_count = t->count;
 		tp_dbt_client_vfork(t, 0);
 		t->vfork_pending = 1;
@@ -236,18 +286,51 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		if (!(flags & CLONE_VFORK) || !(flags & CLONE_VM))
 			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
+			t->vfork_pin = back;
 			t->vfork_count = t->count;
 			tp_dbt_client_vfork(t, 0);
 			t->vfork_pending = 1;
 		}
 		note(TP_AGENT_ST_FORKED);
 		return back;
+	case SYS_mmap:
+		/* elsewhere, a new mapping changes none known (rt-smc.c looks new ones up) */
+		if (!(f->r10 & (MAP_FIXED | MAP_FIXED_NOREPLACE)))
+			return back;
+		/* a fixed mapping replaces what was there */
+		__attribute__((fallthrough));
 	case SYS_munmap:
 	case SYS_mprotect:
-	case SYS_mremap:
+	case SYS_pkey_mprotect:
 		/* before the call: if it fails, only translations are lost */
 		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
 		tp_dbt_client_unmap(f->rdi, f->rdi + f->rsi);
+		tp_dbt_smc_forget(f->rdi, f->rsi);
+		return back;
+	case SYS_mremap:
+		tp_dbt_invalidate(f->rdi, f->rdi + f->rsi);
+		tp_dbt_client_unmap(f->rdi, f->rdi + f->rsi);
+		tp_dbt_smc_forget(f->rdi, f->rsi);
+		if (f->r10 & MREMAP_FIXED) {
+			tp_dbt_invalidate(f->r8, f->r8 + f->rdx);
+			tp_dbt_client_unmap(f->r8, f->r8 + f->rdx);
+			tp_dbt_smc_forget(f->r8, f->rdx);
+		}
+		return back;
+	case SYS_read:
+	case SYS_pread64:
+	case SYS_recvfrom:
+		/* the kernel writes there: a page guarded for written code must take it (its
+		 * write would fail with EFAULT, not fault) */
+		tp_dbt_smc_open(f->rsi, f->rdx);
+		return back;
+	case SYS_getrandom:
+		tp_dbt_smc_open(f->rdi, f->rsi);
+		return back;
+	case SYS_readv:
+	case SYS_preadv:
+	case SYS_preadv2:
+		smc_open_iov(f->rsi, f->rdx);
 		return back;
 	case SYS_rt_sigaction:
 		return refuse(back, f,
@@ -275,9 +358,16 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 
 			return refuse(back, f, tp_rt_mem_write(f->rsi, &zero, 8));
 		}
-		if (f->rdi == ARCH_SET_GS || f->rdi == ARCH_GET_GS) {
-			tp_dbt_fail("the program uses %gs, which the dbt engine owns (arch_prctl "
-				    "refused with EPERM)",
+		if (f->rdi == ARCH_GET_GS) {
+			uint64_t zero = 0; /* the program never set it: see ARCH_SET_GS */
+
+			return refuse(back, f, tp_rt_mem_write(f->rsi, &zero, 8));
+		}
+		if (f->rdi == ARCH_SET_GS) {
+			leave_cache(t, back, f);
+			/* other threads run in the cache: it cannot be left */
+			tp_dbt_fail("the program sets %gs, which the dbt engine owns, with other "
+				    "threads running (arch_prctl refused with EPERM)",
 				    0);
 			return refuse(back, f, -EPERM);
 		}
@@ -287,13 +377,38 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	}
 }
 
+/* The ud2 at @back stands for bytes the decoder does not know: the program gets SIGILL.  If
+ * that kills it, the counts so far are in, with why (a CPU that knows them would go on). */
+static void undecodable(uint64_t back)
+{
+	uint64_t mask = 0, pc = tp_dbt_map_program_pc(back);
+
+	tp_raw4(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, 8);
+	if (tp_dbt_sig_handler(SIGILL) && !(mask & (1ull << (SIGILL - 1))))
+		return;
+	tp_dbt_flush_all();
+	tp_dbt_fail("the decoder does not know an instruction: the program got SIGILL (as on a "
+		    "CPU that does not know it either)",
+		    pc);
+}
+
 uint64_t tp_dbt_gate(uint64_t back, struct tp_dbt_frame *f)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
 	uint64_t to;
 
 	tp_dbt_c_enter(t);
-	to = t->arg & TP_DBT_GATE_CLIENT ? tp_dbt_client_call(t, back, f) : on_syscall(t, back, f);
+	/* the thread goes on there, whatever a flush does meanwhile (rt-chunk.c) */
+	tp_dbt_cache_pin(t, back);
+	if (t->arg & TP_DBT_GATE_CLIENT) {
+		to = tp_dbt_client_call(t, back, f);
+	} else if (t->arg == TP_DBT_GATE_UNDECODABLE) {
+		undecodable(back);
+		to = back;
+	} else {
+		to = on_syscall(t, back, f);
+	}
+	t->next = to; /* where a signal from here on shows the program (rt-signal.c) */
 	tp_dbt_c_leave(t);
 	return to;
 }

@@ -57,6 +57,13 @@ struct tp_dbt_thread {
 	 * sigaltstack is kept here. */
 	uint64_t alt;
 	stack_t prog_ss;
+	/* where it may run in the cache, for a flush's old chunks (rt-cache.c) */
+	uint64_t epoch;	    /* the cache's epoch at its last dispatch */
+	uint64_t pin;	    /* the cache address it goes on at until its next dispatch, or 0 */
+	uint64_t pin_epoch; /* the epoch then */
+	uint64_t vfork_pin; /* where it comes back from a vfork */
+	int in_dispatch;    /* in the dispatcher: it goes on in the current cache */
+	int exiting, dead;  /* it made exit; the kernel said it is gone */
 };
 
 /* The process-wide state of the runtime. */
@@ -93,9 +100,32 @@ __attribute__((noreturn)) void tp_dbt_thread_start(struct tp_dbt_thread *t) TP_D
 void tp_dbt_lock(void) TP_DBT_HIDDEN;
 void tp_dbt_unlock(void) TP_DBT_HIDDEN;
 
-/* rt-cache.c: code is translated into chunks of this size */
+/* rt-chunk.c: code is translated into chunks of this size.  A chunk is a memfd mapped
+ * twice: r-x where cache code runs, and a writable view elsewhere that translation writes
+ * through (never a writable page that may run). */
 #define TP_DBT_CHUNK_SIZE (16ull << 20)
 #define TP_DBT_CHUNKS 64
+struct tp_dbt_chunk {
+	uint64_t rx, rw, used;
+	uint64_t *links; /* its exit stubs that are linked (undone when their target goes) */
+	uint64_t nlinks;
+	uint64_t retired; /* the epoch of the flush that retired it; 0 while in use */
+	int free;	  /* retired, and every thread has left it: to be filled anew */
+};
+/* The cache holds @size bytes of code (0: its default), blocks take up to @room. */
+void tp_dbt_chunk_init(uint64_t size, uint64_t room) TP_DBT_HIDDEN;
+/* A chunk near @pc with room for a block; NULL.  A full cache is flushed first. */
+struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc) TP_DBT_HIDDEN;
+int tp_dbt_cache_write(uint64_t at, const void *src, size_t len) TP_DBT_HIDDEN; /* -EFAULT */
+/* The exit stub at @stub jumps to the block at @to from now on. */
+void tp_dbt_chunk_link(uint64_t stub, uint64_t to) TP_DBT_HIDDEN;
+/* Stubs whose target is in [@start, @end) go through the dispatcher again. */
+void tp_dbt_chunks_unlink(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
+void tp_dbt_tables_clear(void) TP_DBT_HIDDEN;	  /* every thread's lookup table */
+uint64_t tp_dbt_cache_epoch(void) TP_DBT_HIDDEN;  /* 1 + the flushes so far */
+uint64_t tp_dbt_cache_reuses(void) TP_DBT_HIDDEN; /* chunks filled anew so far */
+
+/* rt-cache.c */
 int tp_dbt_cache_init(void) TP_DBT_HIDDEN;
 /* The cache address of the block at program address @pc, translated now if needed; 0
  * after tp_dbt_fail(). */
@@ -109,8 +139,12 @@ uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HI
 
 /* Translate @pc now if needed (any %fs); 0 after tp_dbt_fail(). */
 uint64_t tp_dbt_translate(uint64_t pc) TP_DBT_HIDDEN;
+/* Forget every translation (a flush). */
+void tp_dbt_blocks_forget(void) TP_DBT_HIDDEN;
 /* Forget the translations of program code in [@start, @end). */
 void tp_dbt_invalidate(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
+/* @t goes on at cache address @at until its next dispatch (the gate, sigreturn). */
+void tp_dbt_cache_pin(struct tp_dbt_thread *t, uint64_t at) TP_DBT_HIDDEN;
 /* Is @pc in the cache or the runtime's own code? */
 int tp_dbt_in_runtime(uint64_t pc) TP_DBT_HIDDEN;
 
@@ -138,13 +172,26 @@ void tp_dbt_map_chunk(uint64_t chunk, uint64_t chunk_rw) TP_DBT_HIDDEN;
 /* The chunk at @chunk is emptied to be filled again: its records go. */
 void tp_dbt_map_reset(uint64_t chunk) TP_DBT_HIDDEN;
 
+/* rt-smc.c: writable pages translated from are write-protected (code written at run time) */
+void tp_dbt_smc_watch(uint64_t page) TP_DBT_HIDDEN; /* a block was translated from @page */
+int tp_dbt_smc_fault(uint64_t addr) TP_DBT_HIDDEN;  /* a write faulted: 1 if it may go on */
+void tp_dbt_smc_open(uint64_t start, uint64_t len) TP_DBT_HIDDEN;   /* the kernel writes there */
+void tp_dbt_smc_forget(uint64_t start, uint64_t len) TP_DBT_HIDDEN; /* the program maps there */
+/* Pages that @n system call arguments point into, opened if guarded. */
+void tp_dbt_smc_open_args(const uint64_t *args, int n) TP_DBT_HIDDEN;
+
 /* rt-signal.c */
 #define TP_DBT_ALT_SIZE 0x10000ull
 struct tp_ksigaction;
 /* The thread's alternate stack to the kernel; the program's starts as @ss (NULL: none). */
 void tp_dbt_sig_thread(struct tp_dbt_thread *t, const stack_t *ss) TP_DBT_HIDDEN;
 /* sigaltstack(@ss, @old) on the program's behalf, its stack pointer being @sp. */
-long tp_dbt_sigaltstack(struct tp_dbt_thread *t, uint64_t ss, uint64_t old, uint64_t sp) TP_DBT_HIDDEN;
+long tp_dbt_sigaltstack(struct tp_dbt_thread *t, uint64_t ss, uint64_t old,
+			uint64_t sp) TP_DBT_HIDDEN;
+/* SIGSEGV to the runtime first, whatever the program asks (rt-smc.c's faults); -1. */
+int tp_dbt_sig_own_segv(void) TP_DBT_HIDDEN;
+uint64_t tp_dbt_sig_handler(int sig) TP_DBT_HIDDEN; /* the program's handler, 0 for none */
+void tp_dbt_sig_native(void) TP_DBT_HIDDEN; /* the kernel gets the program's handlers back */
 long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksigaction *oact,
 		      long size) TP_DBT_HIDDEN;
 uint64_t tp_dbt_sig_return(uint64_t rsp) TP_DBT_HIDDEN;
@@ -168,6 +215,9 @@ void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
 extern const char tp_dbt_rt_sigtramp_go[], tp_dbt_rt_sigtramp_end[] TP_DBT_HIDDEN;
 __attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame) TP_DBT_HIDDEN;
+/* Out of the cache for good: arch_prctl(ARCH_SET_GS, @gs), then the program's registers in
+ * @f (rcx: where it goes on). */
+__attribute__((noreturn)) void tp_dbt_rt_leave(struct tp_dbt_frame *f, uint64_t gs) TP_DBT_HIDDEN;
 
 static inline struct tp_dbt_thread *tp_dbt_self(void)
 {

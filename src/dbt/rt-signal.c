@@ -19,12 +19,149 @@
  * whether it asked for SA_SIGINFO.  The trampoline always has it: without it the kernel
  * leaves the frame's siginfo uninitialised, and a deferred signal is sent again with it. */
 static uint64_t handlers[65];
-static uint8_t with_info[65], onstack[65];
 /* The kernel enters the trampoline with every signal blocked, so that no second signal is
  * delivered on top of a frame not moved yet; it then sets the mask the program's handler
  * would have had: the program's sa_mask, and the signal itself unless SA_NODEFER. */
-static uint64_t masks[65];
-static uint8_t nodefer[65];
+struct how {
+	uint64_t mask;
+	uint8_t info, onstack, nodefer;
+};
+static struct how how[65];
+
+/* @k, the program's action for @sig with a handler, is recorded and becomes the one the
+ * kernel gets. */
+static void route(int sig, struct tp_ksigaction *k)
+{
+	handlers[sig] = (uint64_t)(uintptr_t)k->handler;
+	how[sig] = (struct how){.mask = k->mask,
+				.info = !!(k->flags & SA_SIGINFO),
+				.onstack = !!(k->flags & SA_ONSTACK),
+				.nodefer = !!(k->flags & SA_NODEFER)};
+	k->handler = (void *)&tp_dbt_rt_sigtramp;
+	k->flags |= SA_SIGINFO | SA_ONSTACK;
+	k->mask = ~0ull;
+}
+
+/* @k, the kernel's action for @sig (the trampoline), as the program set it. */
+static void unroute(int sig, struct tp_ksigaction *k)
+{
+	k->handler = (void *)(uintptr_t)handlers[sig];
+	if (!how[sig].info)
+		k->flags &= ~(unsigned long)SA_SIGINFO;
+	if (!how[sig].onstack)
+		k->flags &= ~(unsigned long)SA_ONSTACK;
+	k->mask = how[sig].mask;
+}
+
+/* SIGSEGV is the runtime's while pages are write-protected for it (rt-smc.c): the
+ * kernel keeps the trampoline whatever the program asks, and the program's action is
+ * kept here and given back to it. */
+static struct {
+	int own;
+	struct tp_ksigaction prog;
+} segv;
+
+static long segv_ours(void)
+{
+	struct tp_ksigaction k = {.handler = (void *)&tp_dbt_rt_sigtramp,
+				  .flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER | TP_SA_RESTORER,
+				  .restorer = (void *)&tp_dbt_rt_sigreturn,
+				  .mask = ~0ull};
+
+	return tp_raw4(SYS_rt_sigaction, SIGSEGV, &k, NULL, 8);
+}
+
+uint64_t tp_dbt_sig_handler(int sig)
+{
+	return sig > 0 && sig < 65 ? handlers[sig] : 0;
+}
+
+void tp_dbt_sig_native(void)
+{
+	struct tp_dbt_thread *t = tp_dbt_self();
+
+	tp_raw2(SYS_sigaltstack, &t->prog_ss, NULL);
+	for (int sig = 1; sig < 65; sig++) {
+		struct tp_ksigaction k;
+
+		if (sig == SIGSEGV && segv.own) {
+			tp_raw4(SYS_rt_sigaction, sig, &segv.prog, NULL, 8);
+			continue;
+		}
+		if (!handlers[sig] || tp_raw4(SYS_rt_sigaction, sig, NULL, &k, 8))
+			continue;
+		if (k.handler == (void *)&tp_dbt_rt_sigtramp)
+			unroute(sig, &k);
+		tp_raw4(SYS_rt_sigaction, sig, &k, NULL, 8);
+	}
+}
+
+int tp_dbt_sig_own_segv(void)
+{
+	if (segv.own)
+		return 0;
+	if (tp_raw4(SYS_rt_sigaction, SIGSEGV, NULL, &segv.prog, 8))
+		return -1;
+	if (handlers[SIGSEGV]) {
+		/* the kernel has the trampoline already */
+		unroute(SIGSEGV, &segv.prog);
+	} else if (segv_ours()) {
+		return -1;
+	}
+	segv.own = 1;
+	return 0;
+}
+
+/* A SIGSEGV while the runtime owns it: a write to a guarded page goes on (0); else the
+ * program's handler (its address), or the program's default action, as natively. */
+static uint64_t segv_enter(struct tp_dbt_thread *t, siginfo_t *si, ucontext_t *uc)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uint64_t h;
+
+	/* a page fault (14) of a write (2) to a present page (1) */
+	if (g[REG_TRAPNO] == 14 && (g[REG_ERR] & 3) == 3) {
+		int in = __atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST), fixed;
+
+		/* in the runtime's C code, which holds the lock already */
+		if (!in)
+			tp_dbt_c_enter(t);
+		fixed = tp_dbt_smc_fault((uint64_t)g[REG_CR2]);
+		if (!in)
+			tp_dbt_c_leave(t);
+		if (fixed)
+			return 0;
+	}
+	h = handlers[SIGSEGV];
+	if (h && (segv.prog.flags & SA_RESETHAND)) {
+		/* the kernel would reset it: the runtime does, keeping its own */
+		handlers[SIGSEGV] = 0;
+		segv.prog.handler = SIG_DFL;
+		segv.prog.flags &= ~(unsigned long)SA_RESETHAND;
+		segv_ours();
+	}
+	if (h)
+		return h;
+	/* the program's default action: the counts so far, then the fault again (or the
+	 * signal sent again) with the default action in place */
+	tp_dbt_flush_all();
+	segv.prog.handler = SIG_DFL;
+	tp_raw4(SYS_rt_sigaction, SIGSEGV, &segv.prog, NULL, 8);
+	if (si->si_code <= 0)
+		tp_raw2(SYS_kill, tp_raw0(SYS_getpid), SIGSEGV);
+	return 0;
+}
+
+/* The program's pc while the runtime's own code runs (outside its C code, where signals
+ * wait): where it goes on, which NEXT holds (rt-entry.S), a cache or a program address. */
+static uint64_t runtime_pc(uint64_t next)
+{
+	uint64_t pc = tp_dbt_map_program_pc(next);
+
+	if (pc || !next || tp_dbt_in_runtime(next))
+		return pc;
+	return next;
+}
 
 /* The kernel's flag and minimum (glibc's MINSIGSTKSZ is a sysconf() call). */
 #ifndef SS_AUTODISARM
@@ -117,7 +254,7 @@ static int move_frame(struct tp_dbt_thread *t, int sig, struct tp_dbt_sigio *io)
 		sp = t->frame + 256;
 	}
 	ss = prog_stack(t, sp);
-	if (onstack[sig] && !ss.ss_flags)
+	if (how[sig].onstack && !ss.ss_flags)
 		dest = (uint64_t)(uintptr_t)ss.ss_sp + ss.ss_size;
 	else
 		dest = in_rt ? t->frame : sp - 128;
@@ -136,7 +273,7 @@ static int move_frame(struct tp_dbt_thread *t, int sig, struct tp_dbt_sigio *io)
 		uc->uc_mcontext.fpregs =
 		    (fpregset_t)((uint64_t)(uintptr_t)uc->uc_mcontext.fpregs + shift);
 	uc->uc_stack = ss;
-	if (onstack[sig] && !ss.ss_flags && (t->prog_ss.ss_flags & (int)SS_AUTODISARM))
+	if (how[sig].onstack && !ss.ss_flags && (t->prog_ss.ss_flags & (int)SS_AUTODISARM))
 		t->prog_ss = (stack_t){.ss_sp = NULL, .ss_flags = SS_DISABLE, .ss_size = 0};
 	return 0;
 }
@@ -145,10 +282,12 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
 	siginfo_t *si = (siginfo_t *)(uintptr_t)io->si;
-	uint64_t frame, stack;
-	ucontext_t *uc;
+	ucontext_t *uc = (ucontext_t *)(uintptr_t)io->uc;
+	uint64_t h = sig > 0 && sig < 65 ? handlers[sig] : 0, frame, stack;
 	int n;
 
+	if (sig == SIGSEGV && segv.own && !(h = segv_enter(t, si, uc)))
+		return 0;
 	if (__atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST)) {
 		/* one deferred signal a thread, as the kernel keeps one of each standard one */
 		if (!t->npending) {
@@ -162,9 +301,10 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 	if (sig > 0 && sig < 65)
 		move_frame(t, sig, io);
 	uc = (ucontext_t *)(uintptr_t)io->uc;
+	si = (siginfo_t *)(uintptr_t)io->si;
 	memcpy(&io->mask, &uc->uc_sigmask, 8);
 	if (sig > 0 && sig < 65)
-		io->mask |= masks[sig] | (nodefer[sig] ? 0 : tp_sigbit(sig));
+		io->mask |= how[sig].mask | (how[sig].nodefer ? 0 : tp_sigbit(sig));
 	n = __atomic_fetch_add(&t->nsave, 1, __ATOMIC_SEQ_CST);
 	if (n < TP_DBT_SAVES) {
 		struct tp_dbt_saved *s = &t->save[n];
@@ -189,19 +329,24 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 			uint64_t outer = (uint64_t)uc->uc_mcontext.gregs[REG_R13];
 
 			s->prog_pc = outer > 0 && outer < 65 ? handlers[outer] : 0;
+		} else if (!s->prog_pc && tp_dbt_in_runtime(s->cache_pc)) {
+			s->prog_pc = runtime_pc(s->next);
 		}
 		if (s->prog_pc) {
 			/* right after a syscall, rcx holds the pc after it, as rip does */
 			if ((uint64_t)uc->uc_mcontext.gregs[REG_RCX] == s->cache_pc)
 				uc->uc_mcontext.gregs[REG_RCX] = (greg_t)s->prog_pc;
 			uc->uc_mcontext.gregs[REG_RIP] = (greg_t)s->prog_pc;
+			/* the faulting instruction's address */
+			if ((sig == SIGILL || sig == SIGFPE) && si->si_addr == (void *)s->cache_pc)
+				si->si_addr = (void *)(uintptr_t)s->prog_pc;
 		}
 	} else {
 		__atomic_fetch_sub(&t->nsave, 1, __ATOMIC_SEQ_CST);
 		tp_dbt_fail("signal handlers nested too deeply", 0);
 	}
 	tp_dbt_client_signal(t, si, uc);
-	return sig > 0 && sig < 65 ? handlers[sig] : 0;
+	return h;
 }
 
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[];
@@ -289,10 +434,46 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		count_fix(uc, t->count - s->count);
 	}
 	tp_dbt_client_signal(t, NULL, uc);
+	/* it goes on there, whatever a flush does meanwhile */
+	if (tp_dbt_in_runtime((uint64_t)*rip))
+		tp_dbt_cache_pin(t, (uint64_t)*rip);
 	tp_dbt_c_leave(t);
 	/* the entry frame of C code this handler interrupted, once off the runtime's stack: a
 	 * signal sent again by tp_dbt_c_leave() runs below this call's own */
 	tp_dbt_rt_sigreturn(rsp, frame);
+	return 0;
+}
+
+/* rt_sigaction of SIGSEGV while the runtime owns it: the kernel keeps the trampoline. */
+static long segv_action(const struct tp_ksigaction *act, struct tp_ksigaction *oact, long size)
+{
+	struct tp_ksigaction old = segv.prog, k;
+	uint64_t prev = handlers[SIGSEGV];
+	long ret = 0;
+
+	if (size != 8)
+		return -EINVAL;
+	if (act) {
+		if (tp_rt_mem_read((uint64_t)(uintptr_t)act, &k, sizeof(k)))
+			return -EFAULT;
+		segv.prog = k;
+		handlers[SIGSEGV] =
+		    (uint64_t)(uintptr_t)k.handler > 1 ? (uint64_t)(uintptr_t)k.handler : 0;
+		if (handlers[SIGSEGV]) {
+			route(SIGSEGV, &k);
+			k.flags &= ~(unsigned long)SA_RESETHAND; /* emulated (segv_enter) */
+			ret = tp_raw4(SYS_rt_sigaction, SIGSEGV, &k, NULL, 8);
+		} else {
+			ret = segv_ours();
+		}
+		if (ret) {
+			segv.prog = old;
+			handlers[SIGSEGV] = prev;
+			return ret;
+		}
+	}
+	if (oact && tp_rt_mem_write((uint64_t)(uintptr_t)oact, &old, sizeof(old)))
+		return -EFAULT;
 	return 0;
 }
 
@@ -303,46 +484,35 @@ long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksiga
 {
 	struct tp_ksigaction k;
 	uint64_t prev;
-	uint8_t prev_info, prev_onstack, prev_nodefer;
-	uint64_t prev_mask;
+	struct how prev_how;
 	long ret;
 
 	if (sig <= 0 || sig >= 65)
 		return tp_raw4(SYS_rt_sigaction, sig, act, oact, size);
+	if (sig == SIGSEGV && segv.own)
+		return segv_action(act, oact, size);
 	prev = handlers[sig];
-	prev_info = with_info[sig];
-	prev_onstack = onstack[sig];
-	prev_mask = masks[sig];
-	prev_nodefer = nodefer[sig];
+	prev_how = how[sig];
 	if (act) {
 		k = *act;
-		if ((uint64_t)(uintptr_t)k.handler > 1) {
-			handlers[sig] = (uint64_t)(uintptr_t)k.handler;
-			with_info[sig] = !!(k.flags & SA_SIGINFO);
-			onstack[sig] = !!(k.flags & SA_ONSTACK);
-			masks[sig] = k.mask;
-			nodefer[sig] = !!(k.flags & SA_NODEFER);
-			k.handler = (void *)&tp_dbt_rt_sigtramp;
-			k.flags |= SA_SIGINFO | SA_ONSTACK;
-			k.mask = ~0ull;
-		}
+		if ((uint64_t)(uintptr_t)k.handler > 1)
+			route((int)sig, &k);
 	}
 	ret = tp_raw4(SYS_rt_sigaction, sig, act ? &k : NULL, oact, size);
 	if (ret) {
 		handlers[sig] = prev;
-		with_info[sig] = prev_info;
-		onstack[sig] = prev_onstack;
-		masks[sig] = prev_mask;
-		nodefer[sig] = prev_nodefer;
+		how[sig] = prev_how;
 		return ret;
 	}
 	if (oact && oact->handler == (void *)&tp_dbt_rt_sigtramp) {
-		oact->handler = (void *)(uintptr_t)prev;
-		if (!prev_info)
-			oact->flags &= ~(unsigned long)SA_SIGINFO;
-		if (!prev_onstack)
-			oact->flags &= ~(unsigned long)SA_ONSTACK;
-		oact->mask = prev_mask;
+		struct how now = how[sig];
+		uint64_t h = handlers[sig];
+
+		handlers[sig] = prev;
+		how[sig] = prev_how;
+		unroute((int)sig, oact);
+		handlers[sig] = h;
+		how[sig] = now;
 	}
 	return 0;
 }

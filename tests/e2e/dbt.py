@@ -203,29 +203,6 @@ c.same_as_native(r, nat, "sigstack")
 c.eq(r.out, "1500 signals, 1200 on the alternate stack, 300 off it, all as promised\n",
      "sigstack: handlers on the stacks they asked for, no signal lost")
 
-# Bad cases: a program that sets %gs (which the runtime owns) has the call refused and is
-# told so; bytes the decoder does not know stop the run cleanly.  Both are reported.
-BAD = {
-    "setgs": (".globl _start\n_start:\n mov $158, %eax\n mov $0x1001, %edi\n"
-              " xor %esi, %esi\n syscall\n mov %eax, %edi\n neg %edi\n mov $60, %eax\n"
-              " syscall\n", "uses %gs", {"status": 1}),
-    "undecodable": (".globl _start\n_start:\n mov $60, %eax\n .byte 0x0f, 0x04\n",
-                    "decoder does not know", {"status": 127}),
-}
-with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
-    for name, (asm, says, ex) in BAD.items():
-        src, exe = os.path.join(tmp, name + ".S"), os.path.join(tmp, name)
-        with open(src, "w") as f:
-            f.write(asm)
-        built = subprocess.run(["cc", "-nostdlib", "-static", "-o", exe, src]).returncode == 0
-        if c.ok(built, "cc builds " + name):
-            r = count([exe], engine="dbt")
-            rep = c.report(r, name, "dbt")
-            if rep:
-                c.ok(says in rep.get("warning", ""), name + ": the report says why",
-                     rep.get("warning"))
-                c.eq(rep["exit"], ex, name + ": exit")
-
 # Exact under asynchronous signals: the handler (2 instructions, then glibc's 2-instruction
 # restorer) interrupts a loop wherever the timer fires, the count's own sequence included;
 # count - 4 * ticks must not depend on where or how often it did.
