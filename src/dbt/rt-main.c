@@ -252,6 +252,7 @@ void tp_dbt_flush_all(void)
 #define THREAD_STACK TP_DBT_T_STACK_SIZE
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
+_Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT, "the lookup finds the table at %gs:4096");
 #define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
 const uint64_t tp_dbt_client_tls_at = THREAD_BLOCK + THREAD_TABLE; /* clients' data */
 
