@@ -11,7 +11,8 @@ ratio between lackey and the dbt engine, and the dbt engine's instructions/s.
 Usage: python3 bench/dbt/dbt.py BUILDDIR
 Environment: TP_BENCH_RUNS (runs, default 3), TP_BENCH_MB (MiB of input for sha256sum,
 default 16; gzip and xz take 1 MiB), TP_BENCH_ROUNDS (cpu's rounds, default 20000000),
-TP_BENCH_SLOW=0 to skip valgrind and qemu (slow)."""
+TP_BENCH_SLOW=0 to skip valgrind and qemu (slow), TP_BENCH_ONLY=WORD,... to run only the
+workloads whose names contain one of the words (e.g. TP_BENCH_ONLY=sha,python)."""
 import json
 import os
 import resource
@@ -26,6 +27,7 @@ RUNS = int(os.environ.get("TP_BENCH_RUNS", "3"))
 MB = int(os.environ.get("TP_BENCH_MB", "16"))
 ROUNDS = int(os.environ.get("TP_BENCH_ROUNDS", "20000000"))
 SLOW = os.environ.get("TP_BENCH_SLOW", "1") != "0"
+ONLY = [w for w in os.environ.get("TP_BENCH_ONLY", "").split(",") if w]
 HERE = os.path.dirname(os.path.abspath(__file__))
 tracepad = os.path.join(build, "src/cli/tracepad")
 valgrind = shutil.which("valgrind")
@@ -83,6 +85,8 @@ def main():
                 ("python3", [python, py])]
         print("bench/dbt: CPU seconds (user + system), medians of %d runs" % RUNS)
         for name, argv in work:
+            if ONLY and not any(w in name for w in ONLY):
+                continue
             res, out0, insns = {}, None, None
             for tool, pre in tools(tmp):
                 times = []

@@ -41,6 +41,7 @@
 #define TP_DBT_T_FRAME 120 /* the program's registers as the last entry into C pushed them */
 #define TP_DBT_T_STACK_SIZE 0x10000ull
 #define TP_DBT_T_SIZE 128
+#define TP_DBT_T_TABLE_AT 4096 /* the table follows the block (rt-main.c) */
 
 /* The table is indexed by the target's low bits (movzwl: no flag is touched). */
 #define TP_DBT_IBL_BITS 16

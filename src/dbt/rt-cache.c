@@ -19,9 +19,10 @@
 #include "rt/rt.h"
 
 #define BLOCK_MAX_INSNS 64
-#define BLOCK_ROOM 8192 /* more than any block and its exits take */
-#define TABLE_BITS 18
-#define PAGE_BITS 16 /* the set of code pages translated from */
+#define BLOCK_ROOM 8192	  /* more than any block and its exits take */
+#define TABLE_BITS 18	  /* at most */
+#define TABLE_MIN_BITS 12 /* at first: each page it spans is a fault when first touched */
+#define PAGE_BITS 16	  /* the set of code pages translated from */
 
 struct entry {
 	uint64_t pc, cache;
@@ -29,6 +30,7 @@ struct entry {
 
 static struct {
 	struct entry *table; /* every translated block: pc -> cache, open addressing */
+	unsigned bits;	     /* of the table's size, doubled when half full */
 	uint64_t nblocks;
 	uint64_t *pages; /* page numbers + 1 of translated code, open addressing */
 	uint64_t npages, last_end;
@@ -54,7 +56,8 @@ static uint64_t hash(uint64_t pc, unsigned bits)
 
 int tp_dbt_cache_init(void)
 {
-	C.table = tp_dbt_alloc(sizeof(struct entry) << TABLE_BITS);
+	C.bits = TABLE_MIN_BITS;
+	C.table = tp_dbt_alloc(sizeof(struct entry) << C.bits);
 	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
 	if (!C.table || !C.pages)
 		return -ENOMEM;
@@ -69,14 +72,16 @@ static int cache_write(uint64_t at, const void *src, size_t len)
 
 void tp_dbt_blocks_forget(void)
 {
-	memset(C.table, 0, sizeof(struct entry) << TABLE_BITS);
+	memset(C.table, 0, sizeof(struct entry) << C.bits);
 	C.nblocks = 0;
 }
 
 /* ---- translation ---- */
 
-/* Copy up to 15 bytes of code at @pc without reading past a mapping's end. */
-static size_t fetch(uint64_t pc, uint8_t *out)
+/* Copy up to 15 bytes of code at @pc without reading past a mapping's end: near a page's
+ * end, only the page's bytes unless @cross (most instructions there end on the page; the
+ * read across is a system call, once per decode that needs it). */
+static size_t fetch(uint64_t pc, uint8_t *out, int cross)
 {
 	uint64_t page_left = 4096 - (pc & 4095);
 	struct {
@@ -90,6 +95,11 @@ static size_t fetch(uint64_t pc, uint8_t *out)
 		memcpy(out, (const void *)(uintptr_t)pc, TP_ARCH_MAX_INSN_LEN);
 		tp_dbt_map_unbreak(pc, out, TP_ARCH_MAX_INSN_LEN);
 		return TP_ARCH_MAX_INSN_LEN;
+	}
+	if (!cross) {
+		memcpy(out, (const void *)(uintptr_t)pc, page_left);
+		tp_dbt_map_unbreak(pc, out, page_left);
+		return page_left;
 	}
 	n = tp_raw6(SYS_process_vm_readv, tp_dbt.pid, (long)&local, 1, (long)&remote, 1, 0);
 	if (n <= 0) {
@@ -120,10 +130,14 @@ int tp_dbt_flags_dead_at(uint64_t pc)
 		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 		ZydisDecodedInstruction in;
 		uint8_t b[TP_ARCH_MAX_INSN_LEN];
-		size_t have = fetch(pc, b);
+		size_t have = fetch(pc, b, 0);
 		const ZydisAccessedFlags *f;
 
-		if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, have, &in, ops)) || !in.cpu_flags)
+		if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, have, &in, ops)) &&
+		    (have == TP_ARCH_MAX_INSN_LEN ||
+		     ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, fetch(pc, b, 1), &in, ops))))
+			return 0;
+		if (!in.cpu_flags)
 			return 0;
 		f = in.cpu_flags;
 		if ((f->tested & need) || in.meta.category == ZYDIS_CATEGORY_COND_BR ||
@@ -259,11 +273,13 @@ static uint64_t translate(uint64_t pc)
 	tp_dbt_client_block_begin(pc, &w);
 	while (!done && !err && !w.err) {
 		uint8_t b[TP_ARCH_MAX_INSN_LEN];
-		size_t have = fetch(cur, b);
+		size_t have = fetch(cur, b, 0);
 		struct tp_insn in;
 		uint64_t next;
 
-		if (tp_arch_decode(b, have, cur, &in)) {
+		if (tp_arch_decode(b, have, cur, &in) &&
+		    (have == TP_ARCH_MAX_INSN_LEN ||
+		     tp_arch_decode(b, fetch(cur, b, 1), cur, &in))) {
 			put_undecodable(&w, cur, pc);
 			break;
 		}
@@ -463,7 +479,7 @@ static void page_add(uint64_t page)
  * between objects go through the PLT), which is cleared; the chunks are not reused. */
 void tp_dbt_invalidate(uint64_t start, uint64_t end)
 {
-	uint64_t mask = (1ull << TABLE_BITS) - 1, hit = C.pages_full, n = 0, i;
+	uint64_t mask = (1ull << C.bits) - 1, hit = C.pages_full, n = 0, i;
 
 	if (end <= start)
 		return;
@@ -482,7 +498,7 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 		if (e.pc >= start && e.pc < end)
 			continue;
 		/* re-insert the survivors: open addressing keeps no holes */
-		for (uint64_t j = hash(e.pc, TABLE_BITS);; j = (j + 1) & mask) {
+		for (uint64_t j = hash(e.pc, C.bits);; j = (j + 1) & mask) {
 			if (!C.table[j].cache) {
 				C.table[j] = e;
 				n++;
@@ -496,9 +512,31 @@ void tp_dbt_invalidate(uint64_t start, uint64_t end)
 	tp_dbt_tables_clear();
 }
 
+/* The block table at twice its size (the old one stays unused: the heap never frees). */
+static int table_grow(void)
+{
+	uint64_t mask = (2ull << C.bits) - 1;
+	struct entry *t;
+
+	if (C.bits >= TABLE_BITS || !(t = tp_dbt_alloc(sizeof(struct entry) << (C.bits + 1))))
+		return -ENOMEM;
+	for (uint64_t i = 0; i < 1ull << C.bits; i++) {
+		uint64_t j;
+
+		if (!C.table[i].cache)
+			continue;
+		for (j = hash(C.table[i].pc, C.bits + 1); t[j].cache; j = (j + 1) & mask)
+			;
+		t[j] = C.table[i];
+	}
+	C.table = t;
+	C.bits++;
+	return 0;
+}
+
 uint64_t tp_dbt_lookup(uint64_t pc)
 {
-	uint64_t mask = (1ull << TABLE_BITS) - 1, i = hash(pc, TABLE_BITS), cache;
+	uint64_t mask = (1ull << C.bits) - 1, i = hash(pc, C.bits), cache;
 
 	for (;; i = (i + 1) & mask) {
 		if (C.table[i].pc == pc && C.table[i].cache)
@@ -506,7 +544,7 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 		if (!C.table[i].cache)
 			break;
 	}
-	if (C.nblocks >= mask / 2) {
+	if (C.nblocks >= mask / 2 && table_grow()) {
 		tp_dbt_fail("the code cache's block table is full", pc);
 		return 0;
 	}
@@ -515,7 +553,8 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 		cache = translate(pc);
 		/* a flush cleared the table meanwhile, or another thread filled it while this
 		 * one waited for room (rt-chunk.c): the first free slot is elsewhere */
-		for (i = hash(pc, TABLE_BITS); C.table[i].cache; i = (i + 1) & mask)
+		mask = (1ull << C.bits) - 1;
+		for (i = hash(pc, C.bits); C.table[i].cache; i = (i + 1) & mask)
 			;
 	}
 	if (!cache)

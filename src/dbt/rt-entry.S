@@ -133,26 +133,24 @@ tp_dbt_rt_miss:
 	.size tp_dbt_rt_miss, .-tp_dbt_rt_miss
 
 /* Indirect branch lookup: rax = the program's target; its translation from the thread's
- * table, or the dispatcher.  No flag is touched (movzwl, lea, not, jrcxz) and nothing is
- * pushed: the same code as the ibl template that each indirect branch carries inline. */
+ * table (at a fixed %gs offset), or the dispatcher.  No flag is touched (movzwl, lea, not,
+ * jrcxz) and nothing is pushed: the same code as the ibl template that each indirect
+ * branch carries inline. */
 .macro IBL
 	mov %rcx, %gs:TP_DBT_T_IBL_RCX
-	mov %rdx, %gs:TP_DBT_T_IBL_RDX
 	movzwl %ax, %ecx
-	mov %gs:TP_DBT_T_TABLE, %rdx
 	lea (%rcx,%rcx), %rcx
-	lea (%rdx,%rcx,8), %rdx
-	mov (%rdx), %rcx
+	mov %gs:TP_DBT_T_TABLE_AT(,%rcx,8), %rcx
 	not %rcx
 	lea 1(%rcx,%rax), %rcx /* target - entry's pc */
 	jrcxz 1f
 	mov %gs:TP_DBT_T_IBL_RCX, %rcx
-	mov %gs:TP_DBT_T_IBL_RDX, %rdx
 	jmp *%gs:TP_DBT_T_MISS
-1:	mov 8(%rdx), %rcx
+1:	movzwl %ax, %ecx /* the index again: one register is all the lookup takes */
+	lea (%rcx,%rcx), %rcx
+	mov %gs:TP_DBT_T_TABLE_AT+8(,%rcx,8), %rcx
 	mov %rcx, %gs:TP_DBT_T_NEXT
 	mov %gs:TP_DBT_T_IBL_RCX, %rcx
-	mov %gs:TP_DBT_T_IBL_RDX, %rdx
 	mov %gs:TP_DBT_T_RAX, %rax
 	jmp *%gs:TP_DBT_T_NEXT
 .endm

@@ -252,6 +252,7 @@ void tp_dbt_flush_all(void)
 #define THREAD_STACK TP_DBT_T_STACK_SIZE
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
+_Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT, "the lookup finds the table at %gs:4096");
 #define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
 const uint64_t tp_dbt_client_tls_at = THREAD_BLOCK + THREAD_TABLE; /* clients' data */
 
@@ -348,6 +349,8 @@ TP_DBT_EXPORT __attribute__((noreturn)) void tp_dbt_rt_main(struct tp_dbt_boot *
 	tp_dbt.pid = b->pid;
 	tp_dbt.heap = (uint64_t)(uintptr_t)(b + 1);
 	tp_dbt.heap_end = b->heap_end;
+	/* the block table alone spans 1024 pages, each a fault (costly in a VM) */
+	tp_raw3(SYS_madvise, TP_DBT_HEAP_AT, TP_DBT_HEAP_SIZE, MADV_HUGEPAGE);
 	t = tp_dbt_client_init() ? NULL : tp_dbt_thread_new();
 	if (!t || tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t) || tp_dbt_cache_init()) {
 		tp_dbt_fail("the code cache could not start", 0);
