@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "arch/arch.h"
-#include "base/procfs.h"
 #include "count/count-priv.h"
 #include "elf/symbols.h"
 #include "proc/inject.h"
@@ -205,33 +204,6 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 
 /* ---- -p PID: the agent injected into a running process ---- */
 
-/* The task to run the loader in: one blocked in a system call other than futex (it holds no
- * lock of the program's in all likelihood), the leader first, else the leader.  Threads
- * stopped inside the loader or malloc would make the injected dlopen wait for themselves;
- * and the leader allocates from the main arena, where another thread's first allocation
- * may make glibc map an arena for it. */
-static pid_t pick_task(struct tp_proc *p, pid_t pid)
-{
-	pid_t tids[TASKS_MAX];
-	int n = tp_proc_tasks(p, tids, TASKS_MAX);
-	pid_t best = n > 0 ? tids[0] : pid, blocked = 0;
-
-	for (int i = 0; i < n && i < TASKS_MAX; i++) {
-		struct user_regs_struct regs;
-
-		if (tids[i] == pid)
-			best = pid;
-		if (tp_proc_get_regs(tids[i], &regs) || (int64_t)regs.orig_rax < 0 ||
-		    regs.orig_rax == SYS_futex)
-			continue;
-		if (tids[i] == pid)
-			return pid;
-		if (!blocked)
-			blocked = tids[i];
-	}
-	return blocked ? blocked : best;
-}
-
 /* Set (@on) or clear TF in every stopped task; a task that blocks SIGTRAP gets it unblocked,
  * since a trap with SIGTRAP blocked kills (the kernel resets the handler). */
 static int set_tf_all(struct tp_proc *p, bool on)
@@ -282,55 +254,26 @@ static int find_loader(struct tp_count_ctx *c, struct tp_proc_dl *dl)
 /* Load the agent, hand it the control block, give every thread TF. */
 static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, char *agent, uint64_t *detach_pc)
 {
-	char msg[256];
+	struct tp_proc_agent a = {.agent = c->o->agent,
+				  .entry = "tracepad_agent_attach",
+				  .fd = c->ctl_fd,
+				  .error = c->ctl->error,
+				  .error_len = sizeof(c->ctl->error)};
 	struct tp_proc_dl dl;
-	uint64_t handle = 0, entry = 0, ret = 0, args[6] = {0};
-	pid_t tid;
-	int err;
+	char why[512];
+	int err = find_loader(c, &dl);
 
-	if (!c->o->agent || !realpath(c->o->agent, agent)) {
-		snprintf(c->error, sizeof(c->error),
-			 "cannot find libtracepad-agent.so next to tracepad (set TRACEPAD_AGENT)");
-		return -ENOENT;
-	}
-	err = find_loader(c, &dl);
 	if (err)
 		return err;
-	tid = pick_task(p, c->pid);
-	/* NODELETE: the agent stays loaded, inert, after the session (INTERNALS.md) */
-	err =
-	    tp_proc_inject_dlopen(p, c->pid, tid, &dl, agent, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE,
-				  "tracepad_agent_attach", &handle, &entry, msg, sizeof(msg));
-	if (err == -ENOENT) {
-		snprintf(c->error, sizeof(c->error), "-p %d: cannot load the agent: %s",
-			 (int)c->pid, msg);
-		return -EIO;
-	}
+	err = tp_proc_load_agent(p, c->pid, &dl, &a, why, sizeof(why));
 	if (err) {
-		snprintf(c->error, sizeof(c->error), "-p %d: cannot load the agent: %s",
-			 (int)c->pid, strerror(-err));
-		return err == -ESRCH ? err : -EIO;
+		snprintf(c->error, sizeof(c->error), "-p %d: %s", (int)c->pid, why);
+		return err;
 	}
-	args[0] = (uint64_t)getpid();
-	args[1] = (uint64_t)c->ctl_fd;
-	err = tp_proc_inject_fcall(p, c->pid, tid, entry, args, true, &ret);
-	if (!err && (int32_t)ret) {
-		c->ctl->error[sizeof(c->ctl->error) - 1] = 0;
-		snprintf(c->error, sizeof(c->error), "-p %d: the agent refused the session: %s",
-			 (int)c->pid,
-			 (int32_t)ret == -3 ? "another one is under way"
-			 : c->ctl->error[0] ? c->ctl->error
-					    : "it cannot open tracepad's control block");
-		return -EIO;
-	}
-	if (err) {
-		snprintf(c->error, sizeof(c->error), "-p %d: cannot start the agent: %s",
-			 (int)c->pid, strerror(-err));
-		return err == -ESRCH ? err : -EIO;
-	}
+	memcpy(agent, a.path, PATH_MAX);
 	/* written by the agent: trusted only inside its own text */
 	*detach_pc = c->ctl->detach_pc;
-	if (*detach_pc < c->ctl->agent_text[0] || *detach_pc >= c->ctl->agent_text[1]) {
+	if (!tp_proc_agent_mapped(c->pid, agent, *detach_pc)) {
 		snprintf(c->error, sizeof(c->error), "-p %d: the agent gave no detach entry",
 			 (int)c->pid);
 		return -EIO;
@@ -338,32 +281,18 @@ static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, char *agent, 
 	return set_tf_all(p, true);
 }
 
-struct agent_where {
-	uint64_t pc;
-	const char *path;
-};
-
-static int is_agent_text(void *arg, const struct tp_maps_ent *e)
-{
-	const struct agent_where *w = arg;
-
-	return w->pc >= e->start && w->pc < e->end && tp_maps_exec(e) &&
-	       e->path_len == strlen(w->path) && !memcmp(e->path, w->path, e->path_len);
-}
-
 /* Disable the agent: once no thread is inside its handlers, it unmaps the control block;
  * then TF goes from every thread.  @p has every task stopped. */
 static int agent_detach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t detach_pc,
 			const char *agent)
 {
-	struct agent_where where = {detach_pc, agent};
 	const uint64_t none[6] = {0};
-	pid_t tid = pick_task(p, c->pid);
+	pid_t tid = tp_proc_loader_task(p, c->pid);
 	uint64_t busy = 0;
 	int err;
 
 	/* after an execve, the agent and its TF are gone with the old image */
-	if (tp_maps_foreach(c->pid, is_agent_text, &where) != 1)
+	if (!tp_proc_agent_mapped(c->pid, agent, detach_pc))
 		return 0;
 	/* first, so that the injected call is not stepped */
 	err = set_tf_all(p, false);

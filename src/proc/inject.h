@@ -4,6 +4,8 @@
 #ifndef TP_PROC_INJECT_H
 #define TP_PROC_INJECT_H
 
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -66,5 +68,37 @@ struct tp_proc_dl {
 int tp_proc_inject_dlopen(struct tp_proc *p, pid_t pid, pid_t tid, const struct tp_proc_dl *dl,
 			  const char *path, int flags, const char *sym, uint64_t *handle,
 			  uint64_t *addr, char *err, size_t errlen);
+
+/* The task of stopped process @pid to run the loader in: one blocked in a system call other
+ * than futex (it holds no lock of the program's in all likelihood), the leader first, else
+ * the leader (else the first task).  A task stopped inside the loader or malloc would make
+ * an injected dlopen wait for itself; and the leader allocates from the main arena, where
+ * another thread's first allocation may make glibc map an arena for it. */
+pid_t tp_proc_loader_task(struct tp_proc *p, pid_t pid);
+
+/* libtracepad-agent.so attached to a running process (tp_proc_load_agent()). */
+struct tp_proc_agent {
+	/* in */
+	const char *agent;	    /* the agent's path as configured (NULL: not found) */
+	const char *entry;	    /* its attach entry: int entry(pid_t tracer, int fd) */
+	int fd;			    /* tracepad's fd of the shared block handed to the entry */
+	const volatile char *error; /* the block's error text, written by the agent on refusal */
+	size_t error_len;	    /* its size */
+	/* out */
+	char path[PATH_MAX]; /* the agent's real path, as the process's maps show it */
+	pid_t tid;	     /* the task the loader and the entry ran in */
+};
+
+/* Load @a's agent into stopped process @pid with its own dlopen (@dl; RTLD_NODELETE: it
+ * stays loaded, inert, after the session) from tp_proc_loader_task()'s task, and call its
+ * entry(getpid(), fd) there, the other tasks running meanwhile (stopped again after).
+ * Returns 0, -ENOENT (no agent file), -ESRCH (the task died) or -EIO, with the reason in
+ * @why (@whylen bytes) for the user. */
+int tp_proc_load_agent(struct tp_proc *p, pid_t pid, const struct tp_proc_dl *dl,
+		       struct tp_proc_agent *a, char *why, size_t whylen);
+
+/* Whether @pc lies in an executable mapping of file @path (the agent's real path) in process
+ * @pid, so that an address the agent wrote may be called; @pc 0: any mapping of @path. */
+bool tp_proc_agent_mapped(pid_t pid, const char *path, uint64_t pc);
 
 #endif

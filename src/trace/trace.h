@@ -258,6 +258,10 @@ enum tp_trace_clock tp_trace_writer_clock(const struct tp_trace_writer *w);
 
 /* A tracer-side producer writing a new stream file of @w. */
 int tp_trace_writer_producer_init(struct tp_trace_writer *w, struct tp_trace_producer *p);
+/* Write the open packet of tracer-side producer @p now if it holds events and was opened
+ * @age clock units ago or more, so that a reader of the growing trace sees them (a live
+ * reader); the packet is padded to the packet size.  Returns 0 or -errno. */
+int tp_trace_writer_producer_flush(struct tp_trace_producer *p, uint64_t age);
 
 /* ---- Shared-memory ring buffers -------------------------------------------------------- */
 

@@ -482,6 +482,22 @@ bool tp_trace_writer_switch(struct tp_trace_producer *p, uint64_t total, uint64_
 	return true;
 }
 
+int tp_trace_writer_producer_flush(struct tp_trace_producer *p, uint64_t age)
+{
+	uint64_t begin;
+	int err;
+
+	if (!p->limit || p->off <= TP_PKT_HDR)
+		return 0;
+	begin = tp_get_u64(p->buf + TP_PKT_TS_BEGIN);
+	if (tp_trace_clock_now(p->clock) - begin < age)
+		return 0;
+	/* the classes of its events first (a no-op once written), for a reader of the
+	 * growing trace; the next reserve opens a new packet (p->limit 0) */
+	err = tp_trace_writer_sync(p->priv);
+	return err ? err : writer_flush(p);
+}
+
 int tp_trace_writer_producer_fini(struct tp_trace_producer *p)
 {
 	const struct tp_trace_stream *st = (const struct tp_trace_stream *)p->data;

@@ -18,7 +18,6 @@
 
 #include "agent/tracept-abi.h"
 #include "base/log.h"
-#include "base/procfs.h"
 #include "proc/inject.h"
 #include "tracept/engine.h"
 
@@ -143,54 +142,17 @@ static int block_new(struct session *s, struct fast *f)
 
 /* ---- the agent ---- */
 
-/* The task to call the loader and the agent in: one blocked in a system call other than
- * futex (it holds no lock of the program's, most likely), the leader first (as the trapflag
- * engine's -p), else the leader. */
-static pid_t pick_task(struct session *s)
+static int load_agent(struct session *s, struct fast *f, pid_t *tid)
 {
-	pid_t tids[TASKS_MAX], blocked = 0;
-	int n = tp_proc_tasks(s->p, tids, TASKS_MAX);
-
-	for (int i = 0; i < n && i < TASKS_MAX; i++) {
-		struct user_regs_struct regs;
-
-		if (tp_proc_get_regs(tids[i], &regs) || (int64_t)regs.orig_rax < 0 ||
-		    regs.orig_rax == SYS_futex)
-			continue;
-		if (tids[i] == s->pid)
-			return s->pid;
-		if (!blocked)
-			blocked = tids[i];
-	}
-	return blocked ? blocked : s->pid;
-}
-
-struct agent_where {
-	uint64_t pc;
-	const char *path;
-	bool any; /* any mapping of the agent */
-};
-
-static int is_agent_text(void *arg, const struct tp_maps_ent *e)
-{
-	const struct agent_where *w = arg;
-
-	return (w->any || (w->pc >= e->start && w->pc < e->end && tp_maps_exec(e))) &&
-	       e->path_len == strlen(w->path) && !memcmp(e->path, w->path, e->path_len);
-}
-
-static int load_agent(struct session *s, struct fast *f, pid_t tid, char *agent)
-{
+	struct tp_proc_agent a = {.agent = s->o->agent,
+				  .entry = "tracepad_ftp_attach",
+				  .fd = f->fd,
+				  .error = f->ctl->error,
+				  .error_len = sizeof(f->ctl->error)};
 	struct tp_proc_dl dl;
-	uint64_t handle = 0, entry = 0, ret = 0, args[6] = {0};
-	struct agent_where w = {0, agent, false};
-	char msg[256];
+	char why[512];
 	int r;
 
-	if (!s->o->agent || !realpath(s->o->agent, agent)) {
-		tp_err("--fast: cannot find libtracepad-agent.so next to tracepad");
-		return -EINVAL;
-	}
 	if (tp_symtab_find_symbol(s->syms, "libc:dlopen", &dl.dlopen) ||
 	    tp_symtab_find_symbol(s->syms, "libc:dlsym", &dl.dlsym)) {
 		tp_err("--fast: no dlopen in process %d (a static program, or glibc before 2.34): "
@@ -200,35 +162,15 @@ static int load_agent(struct session *s, struct fast *f, pid_t tid, char *agent)
 	}
 	if (tp_symtab_find_symbol(s->syms, "libc:dlerror", &dl.dlerror))
 		dl.dlerror = 0;
-	r = tp_proc_inject_dlopen(s->p, s->pid, tid, &dl, agent,
-				  RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE, "tracepad_ftp_attach",
-				  &handle, &entry, msg, sizeof(msg));
+	r = tp_proc_load_agent(s->p, s->pid, &dl, &a, why, sizeof(why));
 	if (r) {
-		tp_err("--fast: cannot load the agent into %d: %s", s->pid,
-		       r == -ENOENT ? msg : strerror(-r));
-		return r == -ESRCH ? r : -EIO;
+		tp_err("--fast: process %d: %s", s->pid, why);
+		return r == -ENOENT ? -EINVAL : r;
 	}
-	args[0] = (uint64_t)getpid();
-	args[1] = (uint64_t)f->fd;
-	r = tp_proc_inject_fcall(s->p, s->pid, tid, entry, args, true, &ret);
-	if (!r && (int32_t)ret) {
-		f->ctl->error[sizeof(f->ctl->error) - 1] = 0;
-		tp_err("--fast: the agent refused: %s",
-		       (int32_t)ret == -3 ? "another session is under way"
-		       : f->ctl->error[0] ? f->ctl->error
-					  : "it cannot open tracepad's block");
-		return -EIO;
-	}
-	if (r) {
-		tp_err("--fast: cannot start the agent: %s", strerror(-r));
-		return r == -ESRCH ? r : -EIO;
-	}
+	*tid = a.tid;
 	/* written by the agent: trusted only inside its own text */
-	w.pc = f->ctl->detach_pc;
-	if (tp_maps_foreach(s->pid, is_agent_text, &w) != 1)
-		return -EIO;
-	w.pc = f->ctl->install_pc;
-	if (tp_maps_foreach(s->pid, is_agent_text, &w) != 1)
+	if (!tp_proc_agent_mapped(s->pid, a.path, f->ctl->detach_pc) ||
+	    !tp_proc_agent_mapped(s->pid, a.path, f->ctl->install_pc))
 		return -EIO;
 	f->detach_pc = f->ctl->detach_pc;
 	return 0;
@@ -268,7 +210,6 @@ static int move_threads(struct session *s, struct fast *f)
 int tp_tracept_fast_start(struct session *s)
 {
 	struct fast *f = calloc(1, sizeof(*f));
-	char agent[PATH_MAX];
 	uint64_t bad = 0;
 	pid_t tid;
 	int r;
@@ -293,8 +234,7 @@ int tp_tracept_fast_start(struct session *s)
 	for (uint32_t j = 0; j < f->n; j++)
 		if (tp_proc_read(s->pid, f->ftps[j].addr, f->orig[j], ORIG_LEN) != ORIG_LEN)
 			return -EIO;
-	tid = pick_task(s);
-	r = load_agent(s, f, tid, agent);
+	r = load_agent(s, f, &tid);
 	if (r)
 		return r;
 	/* the other threads ran during the loader's calls: stopped again now */
@@ -423,7 +363,6 @@ int tp_tracept_fast_stop(struct session *s)
 {
 	struct fast *f = s->fast;
 	char agent[PATH_MAX];
-	struct agent_where w = {0, agent, true};
 	uint64_t busy = 0;
 	pid_t tid;
 	int r = 0;
@@ -431,9 +370,9 @@ int tp_tracept_fast_stop(struct session *s)
 	if (!f || !f->live)
 		return 0;
 	f->live = false;
-	if (!realpath(s->o->agent, agent) || tp_maps_foreach(s->pid, is_agent_text, &w) != 1)
+	if (!realpath(s->o->agent, agent) || !tp_proc_agent_mapped(s->pid, agent, 0))
 		return 0; /* an execve took the agent and its pads away */
-	tid = pick_task(s);
+	tid = tp_proc_loader_task(s->p, s->pid);
 	for (int round = 0; round < DETACH_ROUNDS; round++) {
 		r = tp_proc_inject_fcall(s->p, s->pid, tid, f->detach_pc, (const uint64_t[6]){0},
 					 false, &busy);

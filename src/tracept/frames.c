@@ -5,8 +5,11 @@
  * and their reading back for `tracepad frames`. */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/procfs.h"
@@ -96,6 +99,30 @@ static int copy_maps(struct session *s, const char *dir)
 	return fclose(out) ? -EIO : 0;
 }
 
+int tp_tracept_live_link(pid_t pid, char *buf, size_t len)
+{
+	const char *run = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	/* the uid in the name: /tmp is shared by every user */
+	n = snprintf(buf, len, "%s/tracepad-%u-trace-%d", run && *run ? run : "/tmp",
+		     (unsigned)getuid(), (int)pid);
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The link that lets `frames -p PID --live` find the trace; a reader without it only loses
+ * the -p shortcut (it can still be given DIR). */
+static void live_link(struct session *s, const char *dir, bool on)
+{
+	char link[PATH_MAX], real[PATH_MAX];
+
+	if (tp_tracept_live_link(s->pid, link, sizeof(link)))
+		return;
+	unlink(link);
+	if (on && (!realpath(dir, real) || symlink(real, link)))
+		tp_warn("cannot make %s for live readers: %s", link, strerror(errno));
+}
+
 int tp_tracept_frames_open(struct session *s, const char *dir)
 {
 	struct tp_trace_opts opts = {.packet_size = 256 * 1024, .clock = TP_TRACE_CLOCK_MONOTONIC};
@@ -130,6 +157,7 @@ int tp_tracept_frames_open(struct session *s, const char *dir)
 		return r;
 	}
 	s->prod_ok = true;
+	live_link(s, dir, true);
 	return 0;
 }
 
@@ -158,6 +186,7 @@ int tp_tracept_frames_close(struct session *s)
 	r = s->prod_ok ? tp_trace_producer_fini(&s->prod) : 0;
 	r2 = tp_trace_writer_close(s->w);
 	s->w = NULL;
+	live_link(s, NULL, false); /* after the last frames: a live reader's sign to end */
 	if (r || r2)
 		tp_err("writing the trace: %s", strerror(-(r ? r : r2)));
 	return r ? r : r2;
@@ -200,6 +229,9 @@ static void put_frame(struct session *s, struct tracepoint *tp, const struct tp_
 		q += x->size;
 	}
 	tp_trace_commit(&s->prod);
+	/* the frames so far reach the file for live readers (tracepad frames --live); a
+	 * failed write is the writer's error, reported at the end */
+	tp_trace_writer_producer_flush(&s->prod, TP_TRACEPT_LIVE_NS);
 }
 
 static void print_int(FILE *o, const struct tp_item *x, uint64_t v)

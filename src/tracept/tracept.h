@@ -70,6 +70,11 @@ void tp_tracept_frame_line(FILE *f, const struct tp_trace_event *ev, uint64_t id
 /* The frame in full (tdump): header, source line, every collected value by name. */
 void tp_tracept_frame_dump(FILE *f, const struct tp_trace_event *ev, uint64_t idx,
 			   struct tp_symtab *syms, const char *dir);
+/* While `tracepad trace --trace DIR` runs on process @pid, the symbolic link that names DIR
+ * (for `tracepad frames -p PID --live`): its path in @buf; -ENAMETOOLONG if it does not fit. */
+int tp_tracept_live_link(pid_t pid, char *buf, size_t len);
+/* How often, at the most, a trace session writes its frames so far for live readers. */
+#define TP_TRACEPT_LIVE_NS (200ull * 1000 * 1000)
 /* Does @ev's pc resolve to source line @file:@line? */
 bool tp_tracept_frame_at_line(const struct tp_trace_event *ev, struct tp_symtab *syms,
 			      const char *file, int line);
