@@ -18,7 +18,7 @@
  * views), so that none moves a mapping of the program from where it lands natively. */
 #define TP_DBT_SPACE_AT (TP_DBT_REGION + 0x1000000000ull)
 #define TP_DBT_SPACE_END (TP_DBT_REGION + 0x10000000000ull)
-#define TP_DBT_STACK_SIZE 0x40000ull		      /* the runtime's start-up stack */
+#define TP_DBT_STACK_SIZE 0x40000ull /* the runtime's start-up stack */
 
 /* Offsets in the per-thread block (%gs base).  Cache code saves a register or two in the
  * scratch slots and enters the runtime through the entry slots, which are absolute
