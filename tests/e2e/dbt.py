@@ -203,6 +203,78 @@ c.same_as_native(r, nat, "sigstack")
 c.eq(r.out, "1500 signals, 1200 on the alternate stack, 300 off it, all as promised\n",
      "sigstack: handlers on the stacks they asked for, no signal lost")
 
+# 8 threads, each unwinding its own stack with glibc's backtrace() (libgcc's unwinder reads
+# the return addresses the cache pushed) and from a C++ exception thrown through frames:
+# the same names, in the same order, as natively.
+BT_CC = r"""
+#include <execinfo.h>
+#include <pthread.h>
+#include <stdexcept>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+extern "C" __attribute__((noinline)) int bt_leaf(char *out, size_t cap)
+{
+	void *pcs[16];
+	int n = backtrace(pcs, 16);
+	char **names = backtrace_symbols(pcs, n);
+	size_t at = 0;
+
+	for (int i = 0; i < n && names; i++) {
+		const char *open = strchr(names[i], '('), *plus = open ? strchr(open, '+') : 0;
+		if (open && plus && plus > open + 1 && at + (plus - open) + 2 < cap)
+			at += snprintf(out + at, cap - at, "%.*s ", (int)(plus - open - 1), open + 1);
+	}
+	free(names);
+	return n;
+}
+extern "C" __attribute__((noinline)) int bt_mid(char *out, size_t cap, int d)
+{
+	int r = d ? bt_mid(out, cap, d - 1) : bt_leaf(out, cap);
+	__asm__ volatile("" : "+r"(r));
+	if (d == 2)
+		throw std::runtime_error("deep");
+	return r;
+}
+static char seen[8][512];
+static void *worker(void *arg)
+{
+	long id = (long)arg;
+	try {
+		bt_mid(seen[id], sizeof(seen[id]), 3);
+	} catch (const std::exception &e) {
+		strncat(seen[id], e.what(), 16);
+	}
+	return 0;
+}
+int main()
+{
+	pthread_t t[8];
+	for (long i = 0; i < 8; i++)
+		pthread_create(&t[i], 0, worker, (void *)i);
+	for (int i = 0; i < 8; i++)
+		pthread_join(t[i], 0);
+	for (int i = 0; i < 8; i++)
+		printf("%d: %s\n", i, seen[i]);
+	return 0;
+}
+"""
+with tempfile.TemporaryDirectory(prefix="tp-dbt-") as tmp:
+    src, exe = os.path.join(tmp, "bt.cc"), os.path.join(tmp, "bt")
+    with open(src, "w") as f:
+        f.write(BT_CC)
+    built = subprocess.run(["c++", "-O1", "-rdynamic", "-pthread", "-o", exe, src]).returncode == 0
+    if c.ok(built, "c++ builds the backtrace program"):
+        nat = native([exe])
+        c.ok(nat.rc == 0 and nat.out.count("bt_leaf bt_mid bt_mid bt_mid bt_mid") == 8
+             and nat.out.count("deep") == 8, "backtrace: natively, 8 threads unwind and throw",
+             nat)
+        r = count([exe], engine="dbt")
+        rep = c.report(r, "backtrace", "dbt")
+        c.same_as_native(r, nat, "backtrace: 8 threads, backtrace() and a C++ exception")
+        if rep:
+            c.eq(len(rep["threads"]), 9, "backtrace: 9 threads counted", rep["threads"])
+
 # Exact under asynchronous signals: the handler (2 instructions, then glibc's 2-instruction
 # restorer) interrupts a loop wherever the timer fires, the count's own sequence included;
 # count - 4 * ticks must not depend on where or how often it did.
