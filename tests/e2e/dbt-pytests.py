@@ -7,7 +7,8 @@ test_subprocess starts are exec'd and run natively, as under the engine they mus
 module runs natively and under `tracepad count --engine dbt` at the same time; every test
 that passes natively must pass in the cache.  Timing-sensitive tests can fail under load in
 either run, so a test that failed only in the cache runs once more, alone, in the cache: a
-failure counts when it happens again there (the rerun is reported).  The modules are
+failure counts when it happens again there (the rerun is reported, and regrtest's exit
+status is then that of the first run, not compared).  The modules are
 Debian's Python's (/usr/bin/python3): the `python3` first in PATH may be another one."""
 import json
 import os
@@ -91,7 +92,7 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-py-") as tmp:
                   % (mod, ", ".join(t for t in lost if t not in [a[0] for a in again])))
         c.ok(not again, "%s: every test that passes natively passes under the dbt engine" % mod,
              "\n".join("%s: %s\n%s" % a for a in again))
-        if rn == 0:
+        if rn == 0 and not lost:
             c.eq(rd, 0, "%s: regrtest's exit status as native" % mod, out_d[-2000:])
         r = report(rep)
         if c.ok(r is not None and r.get("engine") == "dbt", "%s: JSON report" % mod, r):
