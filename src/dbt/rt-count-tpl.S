@@ -4,6 +4,7 @@
  * flags may be live (jrcxz, lea); the whole-program count's templates are rt-entry.S's.
  * ON and SLOT are placeholders, patched with %gs offsets as a block is translated. */
 #include "dbt/rt-abi.h"
+#include "dbt/rt-tpl.h"
 
 #define ON 0x5a5a0f01
 #define SLOT 0x5a5a0f02
@@ -13,11 +14,6 @@
 #define REASON 0x5a5a0f06
 
 	.section .rodata
-.macro TPL name
-	.globl tp_dbt_tpl_\name
-	.hidden tp_dbt_tpl_\name
-tp_dbt_tpl_\name:
-.endm
 
 /* slot += 1 where the block's first instructions write every status flag first */
 TPL bc_add
@@ -45,16 +41,7 @@ TPL bc_lea_end
 TPL brep_post
 	mov %rax, %gs:TP_DBT_T_RAX
 	mov %rdx, %gs:TP_DBT_T_RDX
-	mov %gs:TP_DBT_T_RCX0, %rax
-	mov %rcx, %rdx
-	not %rdx
-	lea 1(%rax,%rdx), %rax
-	lea -1(%rax), %rdx
-	bswap %rdx
-	movzbl %dl, %edx
-	lea 1(%edx), %edx
-	movzbl %dh, %edx
-	lea (%rax,%rdx), %rax
+	REP_DONE
 	mov %rcx, %gs:TP_DBT_T_RCX0
 	mov %gs:ON, %rcx
 	jrcxz 1f

@@ -3,6 +3,7 @@
  * Cache code reaches these through the %gs block (rt-abi.h); all of them run on the
  * runtime's stack, never below the program's stack pointer. */
 #include "dbt/rt-abi.h"
+#include "dbt/rt-tpl.h"
 
 	.text
 
@@ -51,6 +52,28 @@ tp_dbt_rt_enter:
  * a small one), unless it is already there: a handler that a signal ran meanwhile (before
  * the C code defers signals) gets its frame below, and so does its own C code.  The slots
  * a handler may find live are saved and put back around it. */
+/* The program's registers and flags back from a frame (struct tp_dbt_frame) at rsp, and
+ * rsp back above the red zone the frame was pushed below. */
+.macro POP_FRAME
+	pop %r15
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rdi
+	pop %rsi
+	pop %rbp
+	pop %rbx
+	pop %rdx
+	pop %rcx
+	pop %rax
+	popfq
+	lea 128(%rsp), %rsp
+.endm
+
 .macro ENTER_C fn
 	mov %rax, %gs:TP_DBT_T_NEXT /* what a signal meanwhile shows (rt-signal.c) */
 	lea -128(%rsp), %rsp
@@ -88,23 +111,7 @@ tp_dbt_rt_enter:
 	mov %rax, %gs:TP_DBT_T_NEXT
 	fxrstor64 (%rsp)
 	mov %rbx, %rsp
-	pop %r15
-	pop %r14
-	pop %r13
-	pop %r12
-	pop %r11
-	pop %r10
-	pop %r9
-	pop %r8
-	pop %rdi
-	pop %rsi
-	pop %rbp
-	pop %rbx
-	pop %rdx
-	pop %rcx
-	pop %rax
-	popfq
-	lea 128(%rsp), %rsp
+	POP_FRAME
 	jmp *%gs:TP_DBT_T_NEXT
 .endm
 
@@ -237,33 +244,12 @@ tp_dbt_rt_leave:
 	mov $0x1001, %edi
 	syscall
 	mov %rax, 112(%rsp)	/* the frame's rax */
-	pop %r15
-	pop %r14
-	pop %r13
-	pop %r12
-	pop %r11
-	pop %r10
-	pop %r9
-	pop %r8
-	pop %rdi
-	pop %rsi
-	pop %rbp
-	pop %rbx
-	pop %rdx
-	pop %rcx
-	pop %rax
-	popfq
-	lea 128(%rsp), %rsp
+	POP_FRAME
 	jmp *%rcx
 	.size tp_dbt_rt_leave, .-tp_dbt_rt_leave
 
 /* ---- templates: copied into the cache, patched where a label ends a field ---- */
 	.section .rodata
-.macro TPL name
-	.globl tp_dbt_tpl_\name
-	.hidden tp_dbt_tpl_\name
-tp_dbt_tpl_\name:
-.endm
 
 /* count += N (the patched imm32) where the block's first instructions write every status
  * flag before reading one (rt-cache.c) */
@@ -289,16 +275,7 @@ TPL rep_pre
 TPL rep_post
 	mov %rax, %gs:TP_DBT_T_RAX
 	mov %rdx, %gs:TP_DBT_T_RDX
-	mov %gs:TP_DBT_T_RCX0, %rax
-	mov %rcx, %rdx
-	not %rdx
-	lea 1(%rax,%rdx), %rax
-	lea -1(%rax), %rdx
-	bswap %rdx
-	movzbl %dl, %edx
-	lea 1(%edx), %edx
-	movzbl %dh, %edx
-	lea (%rax,%rdx), %rax
+	REP_DONE
 	mov %gs:TP_DBT_T_COUNT, %rdx
 TPL rep_w
 	lea (%rax,%rdx), %rax
