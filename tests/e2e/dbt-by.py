@@ -17,7 +17,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tpe2e import Checks, count, count_argv, native, target  # noqa: E402
+from tpe2e import TICKS_C, Checks, count, count_argv, native, target  # noqa: E402
 
 c = Checks("dbt-by")
 
@@ -265,33 +265,6 @@ for how in ("fork", "vfork"):
 # Asynchronous signals: a handler that interrupts a block's counter update adds to the
 # same counters; count - 4 * ticks is the same in every run, as without --by (ticks has
 # two digits in every run: printing it costs the same).
-TICKS_C = r"""
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/time.h>
-volatile unsigned long ticks;
-void on_prof(int sig);
-__asm__(".globl on_prof\n on_prof: incq ticks(%rip)\n ret\n");
-int main(void)
-{
-	struct sigaction sa;
-	struct itimerval it = {{0, 100}, {0, 100}};
-	unsigned long h = 1;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_prof;
-	sa.sa_flags = SA_RESTART;
-	sigaction(SIGPROF, &sa, NULL);
-	setitimer(ITIMER_PROF, &it, NULL);
-	for (unsigned long i = 0; i < 40000000; i++)
-		h = (h ^ (i & 255)) * 1099511628211ul;
-	memset(&it, 0, sizeof(it));
-	setitimer(ITIMER_PROF, &it, NULL);
-	printf("%lu %lx\n", ticks, h);
-	return 0;
-}
-"""
 with tempfile.TemporaryDirectory(prefix="tp-dbt-by-") as tmp:
     src, exe = os.path.join(tmp, "ticks.c"), os.path.join(tmp, "ticks")
     with open(src, "w") as f:

@@ -221,3 +221,36 @@ def sigwork_expected(rounds, threads):
             n = i % 50 + k
             s += n * (n + 1) // 2
     return "rounds %d threads %d sum %d\n" % (rounds, threads, s)
+
+
+# A loop of 40 M iterations under a 100 us SIGPROF timer whose handler is 2 instructions
+# (then glibc's 2-instruction restorer): count - 4 * ticks is the same however often and
+# wherever the handler interrupted it (the dbt tests, with and without --by).  Build with
+# cc -O2 -no-pie.
+TICKS_C = r"""
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+volatile unsigned long ticks;
+void on_prof(int sig);
+__asm__(".globl on_prof\n on_prof: incq ticks(%rip)\n ret\n");
+int main(void)
+{
+	struct sigaction sa;
+	struct itimerval it = {{0, 100}, {0, 100}};
+	unsigned long h = 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_prof;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGPROF, &sa, NULL);
+	setitimer(ITIMER_PROF, &it, NULL);
+	for (unsigned long i = 0; i < 40000000; i++)
+		h = (h ^ (i & 255)) * 1099511628211ul;
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_PROF, &it, NULL);
+	printf("%lu %lx\n", ticks, h);
+	return 0;
+}
+"""
