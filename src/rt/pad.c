@@ -37,6 +37,7 @@ struct tp_rt_pad {
 	uint8_t jmp[JMP_LEN];
 	uint8_t ioff[MAX_INSNS];   /* displaced instructions: offsets in the program */
 	uint64_t icopy[MAX_INSNS]; /* ... and addresses of their copies in the pad */
+	uint32_t seq;		   /* odd while an install or a removal changes state and bytes */
 };
 _Static_assert(__builtin_offsetof(struct tp_rt_pad, addr) == 0, "SITE_ADDR of pad-entry.S");
 _Static_assert(__builtin_offsetof(struct tp_rt_pad, flags) == 8, "SITE_FLAGS of pad-entry.S");
@@ -90,12 +91,28 @@ static struct tp_rt_pad *site_at(uint64_t addr)
 	return NULL;
 }
 
+/* A removed site holds an int3 that is not ours (a debugger's).  State and byte are read
+ * between two reads of the site's sequence: a trap delivered late, as an install or a
+ * removal runs, would otherwise see the old state and the new byte (an install's int3 at
+ * a site still off) and be passed on to the program. */
+static int foreign_trap(const struct tp_rt_pad *s)
+{
+	for (;;) {
+		uint32_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+		int off = !(seq & 1) && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == ST_OFF;
+		uint8_t b = 0;
+		int foreign = off && (tp_rt_mem_read(s->addr, &b, 1) || b == TP_ARCH_INT3);
+
+		if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) == seq)
+			return foreign;
+	}
+}
+
 static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	struct tp_rt_regs r;
 	struct tp_rt_pad *s;
-	uint8_t b;
 
 	if (si->si_code != SI_KERNEL)
 		return 0;
@@ -104,8 +121,7 @@ static int on_trap(siginfo_t *si, ucontext_t *uc, void *ctx)
 	s = site_at((uint64_t)g[REG_RIP] - 1);
 	if (!s || !s->ssol)
 		return 0;
-	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == ST_OFF &&
-	    (tp_rt_mem_read(s->addr, &b, 1) || b == TP_ARCH_INT3))
+	if (foreign_trap(s))
 		return 0;
 	r = (struct tp_rt_regs){
 	    .rax = (uint64_t)g[REG_RAX],
@@ -357,13 +373,14 @@ int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
 	if ((err = init()) || !(s = site_get(addr, &err)))
 		goto out;
 	fresh = s == &sites[nsites];
+	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
 	s->flags = flags;
 	/* an old site keeps its code: a thread may be in it still, and the program's did not
 	 * change; only a pad never built (int3 asked for before) is built now */
 	if (fresh || (!(flags & TP_RT_PAD_TRAP) && !s->pad &&
 		      (s->why == TP_RT_PAD_WHY_ASKED || s->why == TP_RT_PAD_WHY_RUNNING))) {
 		if ((err = build(s, flags, where)))
-			goto out;
+			goto done;
 	} else if (flags & TP_RT_PAD_TRAP) {
 		s->kind = TP_RT_PAD_KIND_INT3;
 		s->why = TP_RT_PAD_WHY_ASKED;
@@ -394,10 +411,12 @@ int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
 		__atomic_store_n(&s->state, ST_JMP, __ATOMIC_RELEASE);
 	}
 	*out = s;
-	goto out;
+	goto done;
 err_off:
 	__atomic_store_n(&s->fn, NULL, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->state, ST_OFF, __ATOMIC_RELEASE);
+done:
+	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
 out:
 	lock_drop();
 	return err;
@@ -409,6 +428,7 @@ static int unlink_site(struct tp_rt_pad *s)
 	const uint8_t int3 = TP_ARCH_INT3;
 	int err = 0;
 
+	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&s->fn, NULL, __ATOMIC_SEQ_CST);
 	/* a thread meeting the patcher's int3 goes through the pad, or the copy */
 	if (s->state == ST_JMP)
@@ -416,9 +436,12 @@ static int unlink_site(struct tp_rt_pad *s)
 	else if (s->state == ST_TRAP)
 		err = tp_rt_patch(s->addr, &int3, s->orig, 1, s->ssol);
 	if (err && s->state != ST_OFF)
-		return err; /* the bytes are not ours any more: leave them */
+		goto out; /* the bytes are not ours any more: leave them */
 	__atomic_store_n(&s->state, ST_OFF, __ATOMIC_RELEASE);
-	return 0;
+	err = 0;
+out:
+	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
+	return err;
 }
 
 int tp_rt_pad_remove(struct tp_rt_pad *s)
