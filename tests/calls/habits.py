@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import tempfile
 import time
@@ -239,6 +240,27 @@ check(len(secs["h_spin"]) == 3 and all(s >= 0.049 for s in secs["h_spin"]),
 us = {f: [round(x * 1e6) for x in v] for f, v in secs.items()}
 check(len(us["main"]) == 1 and us["main"][0] >= sum(us["h_spin"] + us["h_quick"]),
       "-T: main lasts at least as long as the calls it made", secs)
+
+# -T's accuracy (issue 15): a call's time is its own, not the tracer's. The target spins 200 us
+# by its own clock 21 times (and prints what its clock saw) and copies 4 bytes 21 times. The
+# medians are compared: a spin that a busy machine preempts lasts longer for the program too.
+r = calls(["-T", "-e", "calls-habits:h_spin_us", "-e", "libc:memcpy"], [prog, "honest"])
+spins = [(float(m.group(2)) * 1e6, int(m.group(1)) / 1e3) for m in (
+    re.match(r"^\[\d+\] +\S+:h_spin_us\(200\) = (\d+) <([\d.]+)>$", ln) for ln in r.lines) if m]
+copies = [float(m.group(1)) * 1e6 for m in (
+    re.match(r"^\[\d+\] +\S+:memcpy\(.*, 4\) = \S+ <([\d.]+)>$", ln) for ln in r.lines) if m]
+check(r.rc == 0 and len(spins) == 21 and len(copies) == 21 and "copied abc" in r.out,
+      "-T: 21 spins and 21 memcpy calls reported with their times", r.lines[-5:])
+if spins:
+    med = statistics.median(t for t, _ in spins)
+    check(180 <= med <= 220, "-T: a 200 us spin is reported as 200 us +- 10%% (median %.1f us)"
+          % med, spins)
+    off = statistics.median(abs(t - own) for t, own in spins)
+    check(off <= 20, "-T: each spin's time is the program's own, +- 10%% of 200 us (median "
+          "difference %.1f us)" % off, spins)
+if copies:
+    med = statistics.median(copies)
+    check(med < 2, "-T: a 4-byte memcpy is reported under 2 us (median %.1f us)" % med, copies)
 
 # -S: system calls named and shown as strace shows them, the same lines for the same calls.
 SYS = ("openat", "read", "write", "close", "mmap", "mprotect", "munmap", "brk", "exit_group")
