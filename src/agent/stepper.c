@@ -424,6 +424,12 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 	}
 	if (ts->pending)
 		count_pending(ts);
+	if (ts->late) {
+		/* the trap of the instruction after a cpuid came late: it ran */
+		if ((uint64_t)g[REG_RIP] != ts->late)
+			count_pc(ts, ts->late, NULL);
+		ts->late = 0;
+	}
 
 	for (;;) {
 		uint64_t pc = (uint64_t)g[REG_RIP], sp = (uint64_t)g[REG_RSP];
@@ -477,6 +483,8 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 			return;
 		}
 		count_pc(ts, pc, &in);
+		if (in.flags & TP_INSN_F_LATE_STEP)
+			ts->late = pc + in.len;
 		if (in.kind != TP_INSN_SYSCALL || !in.len)
 			return;
 		if (!syscall_before(ts, uc, pc, in.len))

@@ -29,6 +29,9 @@ enum tp_insn_kind {
 #define TP_INSN_F_RIPREL 0x02	/* has a RIP-relative memory operand */
 #define TP_INSN_F_REP 0x04	/* rep/repe/repne prefixed string instruction */
 #define TP_INSN_F_RELBR 0x08	/* relative branch: target is valid */
+/* A single-step over it may run the next instruction too: KVM emulates cpuid and delivers the
+ * step trap one instruction late (seen on these VMs; bare metal traps at once). */
+#define TP_INSN_F_LATE_STEP 0x10
 
 struct tp_insn {
 	uint8_t len;

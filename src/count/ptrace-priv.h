@@ -17,11 +17,13 @@
 struct pthread {
 	pid_t tid;
 	bool counting, in_region, region_done, exec_done;
+	bool at_exec; /* stepped from the exec stop: execve's exit is reported first */
 	uint64_t region_ret, region_sp;
 	uint64_t last_pc; /* resumed with STEP at this pc; NO_PC when nothing is pending */
 	uint16_t last_mnem;
 	uint8_t last_kind;
 	uint64_t next_pc; /* where the last instruction falls through to, if it does */
+	uint64_t late_pc; /* after a TP_INSN_F_LATE_STEP one: the next, which may run too */
 	uint64_t count;
 	struct tp_abp_ptrace *over; /* stepping over this breakpoint with the others stopped */
 	/* The signal mask, as far as it matters for stepping (see tp_cpt_step()). */

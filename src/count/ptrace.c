@@ -36,6 +36,7 @@ static struct pthread *thread_get(struct engine *e, pid_t tid)
 	t->tid = tid;
 	t->last_pc = NO_PC;
 	t->next_pc = NO_PC;
+	t->late_pc = NO_PC;
 	if (tp_hash_put(&e->threads, (uint64_t)tid, (uintptr_t)t)) {
 		free(t);
 		return NULL;
@@ -129,6 +130,36 @@ static void count_last(struct engine *e, struct pthread *t)
 	t->last_pc = NO_PC;
 }
 
+/* The instruction at @pc ran within the last step as well (see TP_INSN_F_LATE_STEP). */
+static void count_also(struct engine *e, struct pthread *t, uint64_t pc)
+{
+	struct dc d;
+
+	if (decode(e, pc, &d))
+		d.mnem = 0;
+	t->last_pc = pc;
+	t->last_mnem = d.mnem;
+	count_last(e, t);
+}
+
+/* Resumed with a signal at @pc: the instruction there runs within the step unless a handler
+ * is entered.  Not a syscall: those are stepped through tp_cpt_step() (the mask), so one
+ * run alongside a signal's delivery is left uncounted. */
+static void prime_after_signal(struct engine *e, struct pthread *t, uint64_t pc)
+{
+	struct dc d;
+
+	t->last_pc = NO_PC;
+	if (pc == e->entry_pc || pc == e->stop_pc || in_agent(e, pc) || tp_cpt_bp_at(e, pc) ||
+	    decode(e, pc, &d) || d.kind == TP_INSN_SYSCALL)
+		return;
+	t->last_pc = pc;
+	t->last_mnem = d.mnem;
+	t->last_kind = d.kind;
+	if (d.flags & TP_INSN_F_LATE_STEP)
+		t->late_pc = pc + d.len;
+}
+
 static void stop_counting(struct pthread *t)
 {
 	t->counting = false;
@@ -146,6 +177,7 @@ static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
 	struct dc d;
 
 	t->next_pc = NO_PC;
+	t->late_pc = NO_PC;
 	if (!t->counting)
 		return tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 	if (pc == e->entry_pc) {
@@ -198,6 +230,8 @@ static int advance_at(struct engine *e, struct pthread *t, uint64_t pc,
 			return err;
 		t->over = bp;
 		e->over_tid = t->tid;
+	} else if (d.flags & TP_INSN_F_LATE_STEP) {
+		t->late_pc = pc + d.len;
 	} else if (d.kind == TP_INSN_OTHER && d.len && !(d.flags & TP_INSN_F_REP)) {
 		t->next_pc = pc + d.len;
 	}
@@ -394,11 +428,30 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	struct user_regs_struct regs;
 	int err;
 
+	if (t->at_exec) {
+		/* a step from a stop inside a syscall is first reported as TRAP_BRKPT at the
+		 * syscall's exit: execve's, before the new image ran anything */
+		t->at_exec = false;
+		if (ev->si.si_code == TRAP_BRKPT) {
+			t->last_pc = NO_PC;
+			err = tp_proc_get_regs(t->tid, &regs);
+			return err ? err : advance(e, t, &regs);
+		}
+	}
 	/* si_code SIGTRAP: the kernel stopped us at a signal handler's entry, nothing ran */
 	if (ev->si.si_code == SIGTRAP)
 		t->last_pc = NO_PC;
 	else
 		count_last(e, t);
+	if (t->late_pc != NO_PC && ev->si.si_code != SIGTRAP) {
+		/* a step over cpuid that stops past the next instruction ran that one too */
+		err = tp_proc_get_regs(t->tid, &regs);
+		if (err)
+			return err;
+		if (regs.rip != t->late_pc)
+			count_also(e, t, t->late_pc);
+	}
+	t->late_pc = NO_PC;
 	if (t->over) {
 		err = tp_cpt_bp_write(e, t->over, true);
 		t->over = NULL;
@@ -511,16 +564,23 @@ static int run(struct engine *e)
 				err = on_step(e, t, &ev);
 				break;
 			}
-			if (t->counting && t->last_pc != NO_PC) {
+			if (t->counting) {
 				/* A signal stop usually comes before the instruction runs; but the
 				 * step report of a syscall merges into a pending SIGTRAP, so a
 				 * thread that moved did run it. */
 				struct user_regs_struct regs;
 
-				if (!tp_proc_get_regs(t->tid, &regs) && regs.rip != t->last_pc)
-					count_last(e, t);
+				if (!tp_proc_get_regs(t->tid, &regs)) {
+					if (t->last_pc != NO_PC && regs.rip != t->last_pc)
+						count_last(e, t);
+					/* an ignored signal (a fork's SIGCHLD) lets the instruction
+					 * at pc run within the step; a handler's entry stop says
+					 * when nothing ran (on_step) */
+					prime_after_signal(e, t, regs.rip);
+				}
+			} else {
+				t->last_pc = NO_PC;
 			}
-			t->last_pc = NO_PC;
 			t->next_pc = NO_PC;
 			t->in_syscall = 0;
 			if (ev.sig)
@@ -695,6 +755,7 @@ int tp_count_launch_ptrace(struct tp_count_ctx *c, bool until_sync, bool step_fr
 		err = tp_proc_get_regs(e.pid, &regs);
 	if (!err && c->is_static && !step_from_exec)
 		err = setup_regions(&e);
+	t->at_exec = t->counting;
 	if (!err)
 		err = advance(&e, t, &regs);
 	if (!err)

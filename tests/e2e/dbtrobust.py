@@ -3,7 +3,7 @@
 time without mprotect, a code cache too small for the program (flushed under load, with
 threads running in it), bytes the decoder does not know, a program that sets %gs, and
 signals that arrive while the runtime's own code runs.  Counts stay exact (the ptrace
-engine's, corrected as tests/e2e/dbt.py does) and outputs native."""
+engine's) and outputs native."""
 import os
 import subprocess
 import sys
@@ -16,16 +16,6 @@ from tpe2e import Checks, count, native, target  # noqa: E402
 c = Checks("dbt-robust")
 
 
-def ptrace_truth(argv, what):
-    """The ptrace engine's count, each cpuid's late trap and the doubled exit taken out."""
-    r = count(argv, engine="ptrace", by="mnemonic", top=0)
-    rep = c.report(r, what + " (ptrace)", "ptrace")
-    if not rep:
-        return None
-    cpuid = sum(e["count"] for e in rep["histogram"]["entries"] if e["key"] == "cpuid")
-    return rep["instructions"] + cpuid - 1
-
-
 def check(argv, what, exact=True):
     """Native output and status, no warning, and (when @exact) the ptrace engine's count."""
     nat = native(argv)
@@ -36,7 +26,7 @@ def check(argv, what, exact=True):
         return r, None
     c.ok("warning" not in rep, what + ": no warning", rep.get("warning"))
     if exact:
-        want = ptrace_truth(argv, what)
+        want = c.ptrace_count(argv, what)
         if want is not None:
             c.eq(rep["instructions"], want, what + ": the ptrace engine's count")
     return r, rep

@@ -144,6 +144,11 @@ class Checks(Tap):
             return None
         return rep
 
+    def ptrace_count(self, argv, what):
+        """The ptrace engine's whole-program count of @argv, or None (reported)."""
+        rep = self.report(count(argv, engine="ptrace"), what + " (ptrace)", "ptrace")
+        return rep["instructions"] if rep else None
+
     def same_as_native(self, r, nat, what):
         """Output and exit status of the traced program are those of the native run."""
         want_rc = 128 - nat.rc if isinstance(nat.rc, int) and nat.rc < 0 else nat.rc

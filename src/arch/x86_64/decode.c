@@ -89,6 +89,8 @@ int tp_arch_insn_from_zydis(const ZydisDecodedInstruction *insn, const ZydisDeco
 	     (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)) &&
 	    is_string_op(insn))
 		out->flags |= TP_INSN_F_REP;
+	if (insn->mnemonic == ZYDIS_MNEMONIC_CPUID)
+		out->flags |= TP_INSN_F_LATE_STEP;
 
 	for (unsigned i = 0; i < insn->operand_count; i++) {
 		const ZydisDecodedOperand *op = &ops[i];
