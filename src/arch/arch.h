@@ -117,6 +117,8 @@ struct tp_arch_rstub_layout {
 	uint32_t errno_at; /* u64: address of the thread's errno (or any readable word), read */
 	uint32_t rax, rdx, xmm0, tsc; /* u64 each, written */
 	uint32_t err;		      /* i32: errno, written */
+	uint32_t entry_to;	      /* u64: where the entry stub goes on, read */
+	uint32_t entry_tsc;	      /* u64: the TSC at the call's start, written */
 };
 
 /* Encode at @out (room for @cap bytes) the return stub that will run at @at for the record
@@ -127,5 +129,13 @@ struct tp_arch_rstub_layout {
  * *@len gets its size.  Returns 0, -ENOSPC or -EINVAL. */
 int tp_arch_emit_return_stub(uint8_t *out, size_t cap, uint64_t at, uint64_t rec,
 			     const struct tp_arch_rstub_layout *l, size_t *len);
+
+/* The same record's entry stub, at @at: where the thread runs on from a function's entry
+ * stop, it puts the TSC into the record (the call's start as the program lives it, whatever
+ * the thread waited for a CPU after the stop) and jumps to the record's entry_to (the
+ * displaced instruction's slot).  rax and rdx pass through the record's rax and rdx words;
+ * no flag or register changes, no stack used. */
+int tp_arch_emit_entry_stub(uint8_t *out, size_t cap, uint64_t at, uint64_t rec,
+			    const struct tp_arch_rstub_layout *l, size_t *len);
 
 #endif

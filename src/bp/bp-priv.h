@@ -25,9 +25,11 @@
 #define REACH ((int64_t)1 << 31)
 
 /* Returns without a stop: ASYNC_SLOTS return stubs, then as many records, in one mapping
- * anywhere in the address space (stubs reach their records RIP-relative). */
+ * anywhere in the address space (stubs reach their records RIP-relative).  A stub's code is
+ * the return stub, then at STUB_ENTRY the entry stub that stamps the call's start. */
 #define ASYNC_SLOTS 4096
-#define STUB_SIZE 128
+#define STUB_SIZE 160
+#define STUB_ENTRY 104
 #define STUB_CHUNK 64 /* stubs written at a time */
 #define ASYNC_CODE ((uint64_t)ASYNC_SLOTS * STUB_SIZE)
 #define ASYNC_SIZE (ASYNC_CODE + (uint64_t)ASYNC_SLOTS * TP_RSTUB_REC_SIZE)
@@ -41,7 +43,7 @@
 /* Steps out of a slot at a signal stop (an instruction and its jmp back), and at detach (a
  * slot's copy is one or two instructions, a return stub fourteen, and a tail call chains
  * stubs). */
-#define SIGNAL_STEPS_MAX 8
+#define SIGNAL_STEPS_MAX 16
 #define LEAVE_STEPS_MAX 128
 
 /* Signatures at the start of the areas (an SSOL area's slot 0, the stubs' stub 0): a later
@@ -186,6 +188,12 @@ static inline uint64_t tp_bp_hook_of(const struct tp_bps *b, const struct frame 
 static inline bool tp_bp_in_stubs(const struct tp_bps *b, uint64_t pc)
 {
 	return b->amap && pc >= b->amap && pc < b->amap + ASYNC_CODE;
+}
+
+/* In an entry stub: a thread there goes on into a slot, and is stepped out like one. */
+static inline bool tp_bp_in_entry_stub(const struct tp_bps *b, uint64_t pc)
+{
+	return tp_bp_in_stubs(b, pc) && (pc - b->amap) % STUB_SIZE >= STUB_ENTRY;
 }
 
 /* bp.c: the table */

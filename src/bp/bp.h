@@ -76,6 +76,7 @@ struct tp_bp_stop {
 	bool err_valid;	    /* tp_bps_set_errno() was known at the entry */
 	int32_t err;	    /* errno */
 	uint64_t xmm0, tsc; /* the float return; the time stamp counter (rdtsc) */
+	uint64_t entry_tsc; /* the counter as the call began (its entry stub's), or 0 */
 };
 
 /* Flags of tp_bp_hit(). */

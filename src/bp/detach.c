@@ -89,7 +89,8 @@ int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
 
 	for (;;) {
 		r = tp_proc_get_pc(tid, &pc);
-		if (r || !tp_bp_in_areas(bps, pc) || tp_bp_in_stubs(bps, pc))
+		if (r || !tp_bp_in_areas(bps, pc) ||
+		    (tp_bp_in_stubs(bps, pc) && !tp_bp_in_entry_stub(bps, pc)))
 			break;
 		if (!steps && bps->tramp && pc == bps->tramp)
 			return 2;

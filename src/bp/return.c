@@ -101,7 +101,7 @@ static int hook_site(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t sp,
  * function that reads it (@site), it stays and the return site gets a breakpoint.
  * @regs: the entry's registers. */
 static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struct *regs,
-		       uint64_t func, bool async, bool site, bool *no_return)
+		       uint64_t func, bool async, bool site, bool *no_return, uint64_t *run_at)
 {
 	struct shadow *s = tp_bp_shadow_of(b, tid, true);
 	uint64_t sp = regs->rsp, ret = 0;
@@ -131,7 +131,9 @@ static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struc
 	if (slot >= 0) {
 		uint64_t stub = tp_bp_stub_at(b, (uint32_t)slot),
 			 rec = tp_bp_rec_at(b, (uint32_t)slot);
-		uint64_t head[3] = {0, ret, rec + TP_RSTUB_ERRNO};
+		/* done, ret, errno_at, entry_to, entry_tsc: the thread runs on through the
+		 * entry stub, which stamps the call's start */
+		uint64_t head[5] = {0, ret, rec + TP_RSTUB_ERRNO, *run_at, 0};
 		struct tp_proc_piece pc[2] = {{sp, &stub, 8}, {rec, head, sizeof(head)}};
 
 		if (b->errno_known && regs->fs_base && regs->fs_base != s->errno_fs) {
@@ -149,6 +151,8 @@ static int hook_return(struct tp_bps *b, pid_t tid, const struct user_regs_struc
 		if (r) {
 			tp_bp_slot_put(b, (uint32_t)slot);
 			slot = SLOT_TRAMP;
+		} else {
+			*run_at = stub + STUB_ENTRY;
 		}
 	}
 	if (slot == SLOT_TRAMP) {
@@ -275,7 +279,7 @@ int tp_bp_hit(struct tp_bps *bps, pid_t tid, const struct user_regs_struct *regs
 	slot = bp->slot; /* a return site planted below may move the table */
 	if (bp->ret)
 		r = hook_return(bps, tid, &own, bp->addr, flags & TP_BP_HIT_ASYNC, bp->site_ret,
-				&st.no_return);
+				&st.no_return, &slot);
 	else if (bps->amap)
 		r = tp_bp_reap(bps, tid, false, own.rsp); /* what returned comes first */
 	s = tp_bp_shadow_of(bps, tid, false);

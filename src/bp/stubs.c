@@ -27,12 +27,17 @@ int tp_bp_async_alloc(struct tp_bps *b)
 static int stub_code(uint64_t amap, uint32_t k, uint8_t *code)
 {
 	static const struct tp_arch_rstub_layout layout = TP_RSTUB_LAYOUT;
+	uint64_t at = amap + (uint64_t)k * STUB_SIZE,
+		 rec = amap + ASYNC_CODE + (uint64_t)k * TP_RSTUB_REC_SIZE;
 	size_t len;
+	int err;
 
 	memset(code, TP_ARCH_INT3, STUB_SIZE);
-	return tp_arch_emit_return_stub(code, STUB_SIZE, amap + (uint64_t)k * STUB_SIZE,
-					amap + ASYNC_CODE + (uint64_t)k * TP_RSTUB_REC_SIZE,
-					&layout, &len);
+	err = tp_arch_emit_return_stub(code, STUB_ENTRY, at, rec, &layout, &len);
+	if (!err)
+		err = tp_arch_emit_entry_stub(code + STUB_ENTRY, STUB_SIZE - STUB_ENTRY,
+					      at + STUB_ENTRY, rec, &layout, &len);
+	return err;
 }
 
 /* Reuse the stubs' area an earlier attach left at b->left_stubs: its stubs whose call is
@@ -299,6 +304,7 @@ int tp_bp_reap_frames(struct tp_bps *b, pid_t tid, struct shadow *s, uint64_t li
 			memcpy(&st.rdx, rec + TP_RSTUB_RDX, 8);
 			memcpy(&st.xmm0, rec + TP_RSTUB_XMM0, 8);
 			memcpy(&st.tsc, rec + TP_RSTUB_TSC, 8);
+			memcpy(&st.entry_tsc, rec + TP_RSTUB_ENTRY_TSC, 8);
 			memcpy(&st.err, rec + TP_RSTUB_ERRNO, 4);
 			tp_bp_slot_put(b, (uint32_t)f->slot);
 			st.depth = --s->n;

@@ -41,3 +41,28 @@ int tp_arch_emit_return_stub(uint8_t *out, size_t cap, uint64_t at, uint64_t rec
 	err = tp_arch_writer_finish(&w, len);
 	return err == -ERANGE ? -EINVAL : err;
 }
+
+int tp_arch_emit_entry_stub(uint8_t *out, size_t cap, uint64_t at, uint64_t rec,
+			    const struct tp_arch_rstub_layout *l, size_t *len)
+{
+	struct tp_arch_writer w;
+	int err;
+
+	tp_arch_writer_init(&w, out, cap, at);
+	TP_PUT(&w, ZYDIS_MNEMONIC_MOV, TP_OP_RIPMEM(rec + l->rax, 8),
+	       TP_OP_REG(ZYDIS_REGISTER_RAX));
+	TP_PUT(&w, ZYDIS_MNEMONIC_MOV, TP_OP_RIPMEM(rec + l->rdx, 8),
+	       TP_OP_REG(ZYDIS_REGISTER_RDX));
+	TP_PUT0(&w, ZYDIS_MNEMONIC_RDTSC);
+	TP_PUT(&w, ZYDIS_MNEMONIC_MOV, TP_OP_RIPMEM(rec + l->entry_tsc, 4),
+	       TP_OP_REG(ZYDIS_REGISTER_EAX));
+	TP_PUT(&w, ZYDIS_MNEMONIC_MOV, TP_OP_RIPMEM(rec + l->entry_tsc + 4, 4),
+	       TP_OP_REG(ZYDIS_REGISTER_EDX));
+	TP_PUT(&w, ZYDIS_MNEMONIC_MOV, TP_OP_REG(ZYDIS_REGISTER_RAX),
+	       TP_OP_RIPMEM(rec + l->rax, 8));
+	TP_PUT(&w, ZYDIS_MNEMONIC_MOV, TP_OP_REG(ZYDIS_REGISTER_RDX),
+	       TP_OP_RIPMEM(rec + l->rdx, 8));
+	TP_PUT(&w, ZYDIS_MNEMONIC_JMP, TP_OP_RIPMEM(rec + l->entry_to, 8));
+	err = tp_arch_writer_finish(&w, len);
+	return err == -ERANGE ? -EINVAL : err;
+}
