@@ -240,7 +240,7 @@ void tp_calls_resolved(struct session *s, struct image *im, pid_t tid, struct fu
 /* trace.c: --trace DIR */
 struct calls_trace;
 int tp_calls_trace_open(struct session *s, const char *dir, struct calls_trace **out);
-void tp_calls_trace_call(struct calls_trace *t, const struct rec *r);
+void tp_calls_trace_call(struct calls_trace *t, struct rec *r);
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret);
 void tp_calls_trace_exec(struct calls_trace *t, pid_t pid, pid_t tid, const char *path,
 			 const char *argv);

@@ -13,6 +13,7 @@ struct calls_trace {
 	struct tp_trace_producer prod;
 	int id_entry, id_return, id_exec, id_exit, id_killed, id_signal;
 	int err;
+	uint64_t last_ns; /* the stream's latest time stamp: events never go back before it */
 };
 
 static const struct tp_trace_field_desc entry_fields[] = {
@@ -98,6 +99,17 @@ static uint8_t *put_s(uint8_t *q, const char *s)
 	return tp_trace_put_str(q, s, n > 600 ? 600 : n);
 }
 
+/* The time stamp an event of @ns (0: now) gets: the stream's times never go back, and an
+ * estimate (a call's start) may come out before an event already written. */
+static uint64_t stamp(struct calls_trace *t, uint64_t ns)
+{
+	if (!ns)
+		ns = tp_trace_clock_now(t->prod.clock);
+	if (ns < t->last_ns)
+		ns = t->last_ns;
+	return ns;
+}
+
 /* An event as of @ns on the trace's clock (CLOCK_MONOTONIC, as tp_calls_now_ns), 0: now. */
 static void put_at(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf,
 		   size_t len, uint64_t ns)
@@ -106,8 +118,8 @@ static void put_at(struct calls_trace *t, int id, pid_t pid, pid_t tid, const ui
 
 	if (t->err)
 		return;
-	e = tp_trace_reserve_at(&t->prod, (uint16_t)id, (uint32_t)len,
-				ns ? ns : tp_trace_clock_now(t->prod.clock), pid, tid);
+	t->last_ns = stamp(t, ns);
+	e = tp_trace_reserve_at(&t->prod, (uint16_t)id, (uint32_t)len, t->last_ns, pid, tid);
 	if (!e) {
 		t->err = -ENOSPC;
 		return;
@@ -121,10 +133,11 @@ static void put(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8
 	put_at(t, id, pid, tid, buf, len, 0);
 }
 
-void tp_calls_trace_call(struct calls_trace *t, const struct rec *r)
+void tp_calls_trace_call(struct calls_trace *t, struct rec *r)
 {
 	uint8_t buf[2048], *q;
 
+	r->c.entry_ns = stamp(t, r->c.entry_ns); /* its duration counts from the stamp written */
 	q = put_s(buf, r->f->obj->base);
 	q = put_s(q, r->f->name);
 	q = tp_trace_put_u64(q, r->f->addr);
@@ -136,7 +149,8 @@ void tp_calls_trace_call(struct calls_trace *t, const struct rec *r)
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret)
 {
 	uint8_t buf[2048], *q;
-	uint64_t d = r->c.return_ns > r->c.entry_ns ? r->c.return_ns - r->c.entry_ns : 0;
+	uint64_t ts = stamp(t, r->c.return_ns > r->c.entry_ns ? r->c.return_ns : r->c.entry_ns);
+	uint64_t d = ts - r->c.entry_ns; /* exactly the difference of the two time stamps */
 
 	q = put_s(buf, r->f->obj->base);
 	q = put_s(q, r->f->name);
@@ -144,8 +158,7 @@ void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const cha
 	q = put_s(q, ret);
 	q = tp_trace_put_u64(q, d);
 	q = tp_trace_put_u32(q, r->c.depth);
-	put_at(t, t->id_return, r->c.pid, r->c.tid, buf, (size_t)(q - buf),
-	       r->c.return_ns >= r->c.entry_ns ? r->c.return_ns : 0);
+	put_at(t, t->id_return, r->c.pid, r->c.tid, buf, (size_t)(q - buf), ts);
 }
 
 void tp_calls_trace_exec(struct calls_trace *t, pid_t pid, pid_t tid, const char *path,
