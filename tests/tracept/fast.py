@@ -2,14 +2,15 @@
 """Fast tracepoints (the agent's jump pads): 1-, 2-, 3- and 4-byte instructions and one
 followed by a branch target, alone and side by side, count every hit and collect the
 program's values; a leaf function that keeps live values in its red zone computes the same
-with a fast tracepoint in its middle (and the values collected there are its own); four
+with a fast tracepoint in its middle (and the values collected there are its own); the
+values the agent copies without its evaluator are an int3 tracepoint's; four
 threads give exact totals; 20 cycles of attach, 3 fast tracepoints, detach on a running
 4-thread program leave its code byte-identical and add nothing after the first."""
 import os
 import signal
 import subprocess
 
-from tptrace import attached, check, done, eq, target, trace
+from tptrace import TRACEPAD, TraceRun, attached, check, done, eq, runlib, target, trace
 
 prog = target("tracept-short")
 A = subprocess.run([prog, "addrs"], capture_output=True, text=True).stdout.split()
@@ -70,6 +71,27 @@ check(r.rc == 0 and r.out == subprocess.run([prog, "5"], capture_output=True,
       all(f.vals["*(long*)16"] == "<unavailable>" for f in r.frames) and
       all(f.vals["*(long*)$rdi@2"] == "<unavailable>" for f in r.frames if f.int("$rdi") < 4096),
       "reads of unmapped memory: unavailable, the program unharmed", r.err[-1500:])
+
+# The items the agent copies without its evaluator ($regs, globals, locals on the stack, a
+# register plus constants, unreadable fixed addresses) and ones it evaluates, behind a
+# condition: the values of an int3 tracepoint, and the same through either path.
+loop = target("tracept-loop-O0")
+items = ["$regs", "i", "g_counter", "pts[1].x", "*(int*)p", "$arg1", "$sp", "$pc",
+         "(long)$rsp+8", "*(long*)($rsp+8)", "*(long*)(($rsp+16)/2*2-8)", "*(long*)16"]
+args = ["-t", "f if i % 3 == 0", "-a", "collect " + ", ".join(items), "--", loop, "30"]
+r = trace(args)
+n = runlib.run([TRACEPAD, "trace", "--normal"] + args, cls=TraceRun)
+same = ["i", "g_counter", "pts[1].x", "*(int*)p", "$arg1", "$rdi", "$rax", "$eflags",
+        "*(long*)16"]
+check(r.rc == 0 and n.rc == 0 and len(r.frames) == 10 and
+      [[f.vals[k] for k in same] for f in r.frames] ==
+      [[f.vals[k] for k in same] for f in n.frames], "fast frames hold the int3 frames' values",
+      (r.frames[:1], n.frames[:1]))
+check(all(f.int("i") == 3 * k and f.int("$sp") == f.int("$rsp") and
+          f.int("$pc") == f.int("$rip") and f.int("(long)$rsp+8") == f.int("$rsp") + 8 and
+          f.vals["*(long*)($rsp+8)"] == f.vals["*(long*)(($rsp+16)/2*2-8)"] and
+          f.vals["*(long*)16"] == "<unavailable>" for k, f in enumerate(r.frames)),
+      "copied and evaluated items agree", r.frames[:2])
 
 # The program's own faults, with the agent's fault guard installed: its handler gets them,
 # or, without one, it dies of SIGSEGV as it would have.
