@@ -21,6 +21,9 @@
 /* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
  * (killed without detaching) the pads stay but do nothing. */
 #define HIT_POLL 0xffff
+/* Bytes between the frame written and the lines fetched for writing: a few frames, about
+ * the time of a line's trip from tracepad's core. */
+#define PREFETCH_AHEAD 1024
 
 int tracepad_ftp_attach(int tracer, int fd);
 int tracepad_ftp_install(void);
@@ -65,6 +68,7 @@ static struct {
 	uint8_t *data;
 	uint32_t gen; /* a session: threads claim their ring again */
 	int on, forked, atfork;
+	int prefetchw; /* the CPU has PREFETCHW (else it is a NOP or undefined) */
 	struct site sites[TP_FTP_MAX_TPS];
 	uint64_t addrs[TP_FTP_MAX_TPS];
 	uint32_t nsites;
@@ -337,11 +341,16 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, st
 	h->pad2 = 0;
 	h->unavail = unavail;
 	__atomic_store_n(&ring->head, ring->head + pl->rec_size, __ATOMIC_RELEASE);
-	/* the next frame's lines, fetched for writing while the program runs on */
-	rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
-	      ((ring->head) & (ftp.ctl->ring_size - 1));
-	for (uint32_t off = 0; off < pl->rec_size && off < 512; off += 64)
-		__builtin_prefetch(rec + off, 1, 3);
+	/* the lines of a frame a few ahead, fetched for writing while the program runs on:
+	 * tracepad read them last, on another core (prefetcht0 would fetch them shared) */
+	for (uint32_t off = 0; off < pl->rec_size && off < 512; off += 64) {
+		rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
+		      ((ring->head + PREFETCH_AHEAD + off) & (ftp.ctl->ring_size - 1));
+		if (ftp.prefetchw)
+			__asm__ volatile("prefetchw %0" ::"m"(*rec));
+		else
+			__builtin_prefetch(rec, 1, 3);
+	}
 }
 
 /* Claim one of the pass count's collections: 0 once they are used up. */
@@ -484,6 +493,7 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 	static const char want[] = "/memfd:tracepad-ftp";
 	char path[48], link[64];
 	long myfd, p, n;
+	unsigned a, b, d, e;
 	struct tp_ftp_ctl *c;
 
 	/* the block of a tracepad killed without detaching goes once no thread uses it */
@@ -534,6 +544,9 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 		return -2;
 	}
 	ftp.forked = 0;
+	/* CPUID.80000001H:ECX.PRFCHW */
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(d), "=d"(e) : "a"(0x80000001u), "c"(0));
+	ftp.prefetchw = (d >> 8) & 1;
 	ftp.nsites = 0;
 	__atomic_add_fetch(&ftp.gen, 1, __ATOMIC_SEQ_CST);
 	return 0;
