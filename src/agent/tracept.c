@@ -7,17 +7,19 @@
  * This whole file is built with -mgeneral-regs-only: the pads keep no vector state. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "agent/agent-priv.h"
 #include "agent/tracept-abi.h"
 #include "rt/pad.h"
 #include "tracept/expr.h"
 
-/* A thread whose ring stays full waits for tracepad; it looks for tracepad's death every
- * so many yields (a frame is lost only then). */
-#define WAIT_POLL 1024
+/* A thread whose ring stays full waits for tracepad to drain it, so long at most before it
+ * looks for tracepad's death (a frame is lost only then). */
+#define WAIT_NS 1000000
 /* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
  * (killed without detaching) the pads stay but do nothing. */
 #define HIT_POLL 0xffff
@@ -195,8 +197,6 @@ static int tracer_gone(void)
 	return 1;
 }
 
-/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
- * record's address, or NULL. */
 /* The calling thread's ring, claimed at its first hit: a free one, else one whose thread
  * has exited (its frames carry their tid; a dead thread writes nothing more); NULL when
  * every ring is some live thread's. */
@@ -238,6 +238,24 @@ static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
 		__atomic_fetch_add(&ftp.tps[k].hits + c, 1, __ATOMIC_RELAXED);
 }
 
+/* Wait for tracepad to drain ring @r, whose tail was @tail: on its futex, which tracepad
+ * wakes once it moved the tail (its thread's CPU time is not spent spinning).  -1 when
+ * tracepad is gone. */
+static int wait_room(struct tp_ftp_ring *r, uint64_t tail)
+{
+	struct timespec ts = {0, WAIT_NS};
+
+	/* either tracepad sees waiting set after moving the tail, or this sees the tail moved */
+	__atomic_store_n(&r->waiting, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->tail, __ATOMIC_SEQ_CST) != tail)
+		return 0;
+	if (tp_raw4(SYS_futex, &r->waiting, FUTEX_WAIT, 1, &ts) == -ETIMEDOUT && tracer_gone())
+		return -1;
+	return 0;
+}
+
+/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
+ * record's address, or NULL. */
 static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
 {
 	uint32_t size = ftp.ctl->ring_size;
@@ -250,11 +268,9 @@ static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp
 	head = r->head;
 	pos = head & (size - 1);
 	fill = pos + need > size ? size - pos : 0;
-	for (unsigned spins = 0; size - (head - t->tail) < fill + need; spins++) {
-		if (spins && !(spins % WAIT_POLL) && tracer_gone())
+	for (unsigned looks = 0; size - (head - t->tail) < fill + need; looks++) {
+		if (looks && wait_room(r, t->tail))
 			return NULL;
-		if (spins)
-			tp_raw0(SYS_sched_yield);
 		t->tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 	}
 	if (fill) {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -335,7 +336,11 @@ static uint64_t drain(struct session *s, uint64_t *most)
 			}
 			tail += h->size;
 		}
-		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+		__atomic_store_n(&r->tail, tail, __ATOMIC_SEQ_CST);
+		/* its thread found it full and sleeps (the agent's wait_room) */
+		if (__atomic_load_n(&r->waiting, __ATOMIC_SEQ_CST) &&
+		    __atomic_exchange_n(&r->waiting, 0, __ATOMIC_SEQ_CST))
+			syscall(SYS_futex, &r->waiting, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	}
 	return n;
 }
