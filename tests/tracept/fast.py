@@ -4,11 +4,12 @@ followed by a branch target, alone and side by side, count every hit and collect
 program's values; a leaf function that keeps live values in its red zone computes the same
 with a fast tracepoint in its middle (and the values collected there are its own); the
 values the agent copies without its evaluator are an int3 tracepoint's; four
-threads give exact totals; 20 cycles of attach, 3 fast tracepoints, detach on a running
+threads give exact totals; a thread whose ring is full sleeps until tracepad drains it; 20 cycles of attach, 3 fast tracepoints, detach on a running
 4-thread program leave its code byte-identical and add nothing after the first."""
 import os
 import signal
 import subprocess
+import time
 
 from tptrace import TRACEPAD, TraceRun, attached, check, done, eq, runlib, target, trace
 
@@ -117,6 +118,69 @@ c1, c2 = r.counts.get(1), r.counts.get(2)
 check(r.rc == 0 and r.out.count("bad 0") == 4 and c1 and c1.hits == 4 * per_call and
       c2 and c2.hits == 4 * 2 * N and c2.collected == c2.hits and r.exact(1) and r.exact(2),
       "4 threads: %d and %d hits, exact" % (4 * per_call, 8 * N), r.err[-1500:])
+
+# A full ring: its thread sleeps on a futex (it does not spin) while tracepad is stopped,
+# and once tracepad runs again every frame arrives. 64 KiB frames: 63 fill the ring.
+p = subprocess.Popen([prog, "spin", "1"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+check(p.stdout.readline() == b"ready\n", "the target of a full ring is ready")
+tp = subprocess.Popen([TRACEPAD, "trace", "-q", "-p", str(p.pid), "--fast", "-t", "*" + A[5],
+                       "-a", "collect " + ", ".join(["*(char*)($rsp-16384)@16384"] * 4)],
+                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def in_futex(pid):
+    """A thread of @pid waits in FUTEX_WAIT on a shared futex (the agent's: glibc's are
+    private, and the main thread waits in pthread_join)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                sc = f.read().split()
+        except OSError:
+            continue
+        if len(sc) > 2 and sc[0] == "202" and int(sc[2], 16) == 0:  # SYS_futex, FUTEX_WAIT
+            return True
+    return False
+
+
+def wait_for(cond, secs=120):
+    """Has @cond been seen true within @secs?"""
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def live(pid):
+    """The block mapped and tracepad's ptrace gone: the pads are in, no stop to come."""
+    with open("/proc/%d/maps" % pid) as f:
+        mapped = "tracepad-ftp" in f.read()
+    with open("/proc/%d/status" % pid) as f:
+        return mapped and "\nTracerPid:\t0\n" in f.read()
+
+
+attached_ok = wait_for(lambda: live(p.pid) and tp.poll() is None)
+tp.send_signal(signal.SIGSTOP)
+slept = attached_ok and wait_for(lambda: in_futex(p.pid), 60)
+tp.send_signal(signal.SIGCONT)
+# frames flow again: the thread leaves its futex
+flowing = wait_for(lambda: not in_futex(p.pid), 60)
+tp.send_signal(signal.SIGINT)
+try:
+    _, err = tp.communicate(timeout=120)
+except subprocess.TimeoutExpired:
+    tp.kill()
+    _, err = tp.communicate()
+r = TraceRun(tp.args, tp.returncode, "", err.decode())
+c = r.counts.get(1)
+check(attached_ok and slept and flowing, "a full ring: its thread sleeps in a futex while "
+      "tracepad is stopped, and runs on after", r.err[-1500:])
+check(r.rc == 0 and c and c.hits > 63 and c.hits == c.collected and r.exact(1) and
+      "could not be written" not in r.err and p.poll() is None,
+      "a full ring: every hit collected (%s), the program runs on" % c, r.err[-1500:])
+p.kill()
+p.wait()
 
 
 def text(pid):
