@@ -41,8 +41,9 @@ struct site {
 };
 
 /* What a hit does with one collect item, worked out once at attach from its bytecode:
- * $regs and the fixed addresses of globals are copied straight from the pad's register
- * record (interpreting them cost more than the rest of a hit); the rest is evaluated. */
+ * registers ($regs) are copied from the pad's record and memory at a fixed address (a
+ * global) or at a register plus constants is read at once (interpreting them cost more
+ * than the rest of a hit); the rest is evaluated. */
 enum { P_EVAL, P_REG, P_CONST, P_MEM };
 struct step {
 	uint8_t kind; /* P_* */
@@ -141,7 +142,6 @@ static void ureg_step(uint8_t k, struct step *st)
 					: 0;
 }
 
-/* The step of item @it (its bytecode @c, validated by check()). */
 /* The step of item @it (its bytecode @c, inside the block): a register, a constant, or the
  * memory at a constant or at a register plus constants (globals, locals on the stack) is
  * copied; anything else is evaluated. */
