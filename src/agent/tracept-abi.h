@@ -50,7 +50,10 @@ struct tp_ftp_ring {
 	uint64_t head;
 	uint8_t line0[48];
 	uint64_t tail;
-	uint8_t line1[56];
+	/* 1: the owner found the ring full and sleeps on this futex (1 ms at most) until
+	 * tracepad, having moved the tail, sets it to 0 and wakes it */
+	uint32_t waiting;
+	uint8_t line1[52];
 	/* the owner's counts of each tracepoint, added to the tracepoint's own (a lock'ed add
 	 * a hit costs more than the rest of the callback) */
 	uint64_t counts[TP_FTP_MAX_TPS][TP_FTP_COUNTS];

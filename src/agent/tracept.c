@@ -7,20 +7,25 @@
  * This whole file is built with -mgeneral-regs-only: the pads keep no vector state. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "agent/agent-priv.h"
 #include "agent/tracept-abi.h"
 #include "rt/pad.h"
 #include "tracept/expr.h"
 
-/* A thread whose ring stays full waits for tracepad; it looks for tracepad's death every
- * so many yields (a frame is lost only then). */
-#define WAIT_POLL 1024
+/* A thread whose ring stays full waits for tracepad to drain it, so long at most before it
+ * looks for tracepad's death (a frame is lost only then). */
+#define WAIT_NS 1000000
 /* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
  * (killed without detaching) the pads stay but do nothing. */
 #define HIT_POLL 0xffff
+/* Bytes between the frame written and the lines fetched for writing: a few frames, about
+ * the time of a line's trip from tracepad's core. */
+#define PREFETCH_AHEAD 1024
 
 int tracepad_ftp_attach(int tracer, int fd);
 int tracepad_ftp_install(void);
@@ -35,6 +40,29 @@ struct site {
 	struct tp_rt_pad *pad;
 };
 
+/* What a hit does with one collect item, worked out once at attach from its bytecode:
+ * registers ($regs) are copied from the pad's record and memory at a fixed address (a
+ * global) or at a register plus constants is read at once (interpreting them cost more
+ * than the rest of a hit); the rest is evaluated. */
+enum { P_EVAL, P_REG, P_CONST, P_MEM };
+struct step {
+	uint8_t kind; /* P_* */
+	uint8_t reg;  /* P_REG, P_MEM: a word of struct tp_rt_regs, or NO_REG */
+	uint8_t mem;  /* P_EVAL: the code computes an address */
+	uint8_t pad;
+	uint32_t size;		     /* P_MEM, P_EVAL: bytes read at the address */
+	uint64_t val;		     /* P_CONST: the value; P_MEM: the address, or reg's offset */
+	uint32_t code_off, code_len; /* P_EVAL */
+};
+#define NO_REG 0xff
+
+/* A tracepoint's steps; copies of what check() validated, in the agent's own memory. */
+struct plan {
+	uint32_t rec_size, nitems;
+	uint32_t cond_off, cond_len;
+	struct step step[TP_FTP_MAX_ITEMS];
+};
+
 static struct {
 	struct tp_ftp_ctl *ctl;
 	uint64_t size;
@@ -43,9 +71,11 @@ static struct {
 	uint8_t *data;
 	uint32_t gen; /* a session: threads claim their ring again */
 	int on, forked, atfork;
+	int prefetchw; /* the CPU has PREFETCHW (else it is a NOP or undefined) */
 	struct site sites[TP_FTP_MAX_TPS];
 	uint64_t addrs[TP_FTP_MAX_TPS];
 	uint32_t nsites;
+	struct plan plans[TP_FTP_MAX_TPS];
 } ftp;
 
 struct tstate {
@@ -65,10 +95,96 @@ static int rd(void *arg, uint64_t addr, void *buf, size_t len)
 	return tp_rt_pad_read(arg, addr, buf, len);
 }
 
-static int eval(const struct tp_rt_regs *r, const uint64_t *u, uint32_t off, uint32_t len,
+static int eval(const uint64_t *u, const struct tp_rt_regs *r, uint32_t off, uint32_t len,
 		uint64_t *v)
 {
 	return tp_expr_eval((const uint8_t *)ftp.ctl + off, len, u, rd, (void *)r, v, NULL);
+}
+
+/* struct tp_rt_regs as words */
+#define RW(f) (uint8_t)(__builtin_offsetof(struct tp_rt_regs, f) / 8)
+
+/* The registers as the evaluator takes them (struct user_regs_struct). */
+static void uregs(const struct tp_rt_regs *r, uint64_t *u)
+{
+	for (int i = 0; i < TP_UREG_COUNT; i++)
+		u[i] = 0;
+	u[TP_UREG_RAX] = r->rax, u[TP_UREG_RBX] = r->rbx, u[TP_UREG_RCX] = r->rcx;
+	u[TP_UREG_RDX] = r->rdx, u[TP_UREG_RSI] = r->rsi, u[TP_UREG_RDI] = r->rdi;
+	u[TP_UREG_RBP] = r->rbp, u[TP_UREG_RSP] = r->rsp, u[TP_UREG_R8] = r->r8;
+	u[TP_UREG_R9] = r->r9, u[TP_UREG_R10] = r->r10, u[TP_UREG_R11] = r->r11;
+	u[TP_UREG_R12] = r->r12, u[TP_UREG_R13] = r->r13, u[TP_UREG_R14] = r->r14;
+	u[TP_UREG_R15] = r->r15, u[TP_UREG_RIP] = r->rip, u[TP_UREG_EFLAGS] = r->rflags;
+	u[TP_UREG_ORIG_RAX] = ~0ull;
+	u[TP_UREG_CS] = 0x33, u[TP_UREG_SS] = 0x2b;
+}
+
+/* Register @k of the evaluator as a step: a word of the record, or a constant (uregs). */
+static void ureg_step(uint8_t k, struct step *st)
+{
+	static const uint8_t word[TP_UREG_COUNT] = {
+	    [TP_UREG_R15] = RW(r15), [TP_UREG_R14] = RW(r14),	    [TP_UREG_R13] = RW(r13),
+	    [TP_UREG_R12] = RW(r12), [TP_UREG_RBP] = RW(rbp),	    [TP_UREG_RBX] = RW(rbx),
+	    [TP_UREG_R11] = RW(r11), [TP_UREG_R10] = RW(r10),	    [TP_UREG_R9] = RW(r9),
+	    [TP_UREG_R8] = RW(r8),   [TP_UREG_RAX] = RW(rax),	    [TP_UREG_RCX] = RW(rcx),
+	    [TP_UREG_RDX] = RW(rdx), [TP_UREG_RSI] = RW(rsi),	    [TP_UREG_RDI] = RW(rdi),
+	    [TP_UREG_RIP] = RW(rip), [TP_UREG_EFLAGS] = RW(rflags), [TP_UREG_RSP] = RW(rsp)};
+
+	if (k == TP_UREG_RAX || word[k]) {
+		st->reg = word[k];
+		return;
+	}
+	/* uregs' constants */
+	st->reg = NO_REG;
+	st->val = k == TP_UREG_ORIG_RAX ? ~0ull
+		  : k == TP_UREG_CS	? 0x33
+		  : k == TP_UREG_SS	? 0x2b
+					: 0;
+}
+
+/* The step of item @it (its bytecode @c, inside the block): a register, a constant, or the
+ * memory at a constant or at a register plus constants (globals, locals on the stack) is
+ * copied; anything else is evaluated. */
+static void plan_item(const struct tp_ftp_item *it, const uint8_t *c, struct step *st)
+{
+	struct step x = {.reg = NO_REG};
+	uint32_t n = it->code_len, pc, adds = 0;
+
+	*st = (struct step){.kind = P_EVAL,
+			    .mem = !!it->mem,
+			    .size = it->size,
+			    .code_off = it->code_off,
+			    .code_len = it->code_len};
+	if (n >= 2 && c[0] == TP_OP_REG && c[1] < TP_UREG_COUNT) {
+		ureg_step(c[1], &x);
+		pc = 2;
+	} else if (n >= 9 && c[0] == TP_OP_CONST) {
+		__builtin_memcpy(&x.val, c + 1, 8);
+		pc = 9;
+	} else {
+		return;
+	}
+	for (; n - pc >= 10 && c[pc] == TP_OP_CONST &&
+	       (c[pc + 9] == TP_OP_ADD || c[pc + 9] == TP_OP_SUB);
+	     pc += 10, adds++) {
+		uint64_t a;
+
+		__builtin_memcpy(&a, c + pc + 1, 8);
+		x.val += c[pc + 9] == TP_OP_ADD ? a : -a;
+	}
+	if (pc + 1 != n || c[pc] != TP_OP_END)
+		return;
+	if (it->mem) {
+		st->kind = P_MEM;
+		st->reg = x.reg;
+		st->val = x.val;
+	} else if (x.reg == NO_REG) {
+		st->kind = P_CONST;
+		st->val = x.val;
+	} else if (!adds) {
+		st->kind = P_REG;
+		st->reg = x.reg;
+	}
 }
 
 static int tracer_gone(void)
@@ -81,8 +197,6 @@ static int tracer_gone(void)
 	return 1;
 }
 
-/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
- * record's address, or NULL. */
 /* The calling thread's ring, claimed at its first hit: a free one, else one whose thread
  * has exited (its frames carry their tid; a dead thread writes nothing more); NULL when
  * every ring is some live thread's. */
@@ -124,6 +238,24 @@ static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
 		__atomic_fetch_add(&ftp.tps[k].hits + c, 1, __ATOMIC_RELAXED);
 }
 
+/* Wait for tracepad to drain ring @r, whose tail was @tail: on its futex, which tracepad
+ * wakes once it moved the tail (its thread's CPU time is not spent spinning).  -1 when
+ * tracepad is gone. */
+static int wait_room(struct tp_ftp_ring *r, uint64_t tail)
+{
+	struct timespec ts = {0, WAIT_NS};
+
+	/* either tracepad sees waiting set after moving the tail, or this sees the tail moved */
+	__atomic_store_n(&r->waiting, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->tail, __ATOMIC_SEQ_CST) != tail)
+		return 0;
+	if (tp_raw4(SYS_futex, &r->waiting, FUTEX_WAIT, 1, &ts) == -ETIMEDOUT && tracer_gone())
+		return -1;
+	return 0;
+}
+
+/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
+ * record's address, or NULL. */
 static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
 {
 	uint32_t size = ftp.ctl->ring_size;
@@ -136,11 +268,9 @@ static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp
 	head = r->head;
 	pos = head & (size - 1);
 	fill = pos + need > size ? size - pos : 0;
-	for (unsigned spins = 0; size - (head - t->tail) < fill + need; spins++) {
-		if (spins && !(spins % WAIT_POLL) && tracer_gone())
+	for (unsigned looks = 0; size - (head - t->tail) < fill + need; looks++) {
+		if (looks && wait_room(r, t->tail))
 			return NULL;
-		if (spins)
-			tp_raw0(SYS_sched_yield);
 		t->tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 	}
 	if (fill) {
@@ -157,57 +287,86 @@ static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp
 	return ftp.data + (uint64_t)t->ring * size + pos;
 }
 
-/* Collect tracepoint @k's items into a frame record. */
-static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, const uint64_t *u)
+/* The evaluator's registers, filled at the first need of a hit. */
+struct uregs {
+	int have;
+	uint64_t u[TP_UREG_COUNT];
+};
+
+static const uint64_t *need_u(struct uregs *x, const struct tp_rt_regs *r)
 {
-	struct tp_ftp_tp *tp = &ftp.tps[k];
-	const struct tp_ftp_item *it = (const void *)((const uint8_t *)ftp.ctl + tp->items_off);
+	if (!x->have) {
+		uregs(r, x->u);
+		x->have = 1;
+	}
+	return x->u;
+}
+
+/* Collect tracepoint @k's items into a frame record, following its plan. */
+static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, struct uregs *x)
+{
+	const struct plan *pl = &ftp.plans[k];
+	const uint64_t *w = (const uint64_t *)r;
 	struct tp_ftp_ring *ring = NULL;
-	uint8_t *rec = reserve(t, tp->rec_size, &ring), *mem;
+	uint8_t *rec = reserve(t, pl->rec_size, &ring), *mem;
 	struct tp_ftp_rec *h = (struct tp_ftp_rec *)rec;
 	uint64_t *val, unavail = 0;
 
 	if (!rec) {
-		__atomic_fetch_add(&tp->lost, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&ftp.tps[k].lost, 1, __ATOMIC_RELAXED);
 		return;
 	}
 	val = (uint64_t *)(rec + sizeof(*h));
-	mem = (uint8_t *)(val + tp->nitems);
-	for (uint32_t i = 0; i < tp->nitems; i++) {
-		const uint8_t *code = (const uint8_t *)ftp.ctl + it[i].code_off;
+	mem = (uint8_t *)(val + pl->nitems);
+	for (uint32_t i = 0; i < pl->nitems; i++) {
+		const struct step *st = &pl->step[i];
 		uint64_t v = 0;
 
-		/* a register ($regs): no evaluator */
-		if (it[i].code_len == 3 && code[0] == TP_OP_REG && code[1] < TP_UREG_COUNT &&
-		    code[2] == TP_OP_END && !it[i].mem) {
-			val[i] = u[code[1]];
+		switch (st->kind) {
+		case P_REG:
+			val[i] = w[st->reg];
+			continue;
+		case P_CONST:
+			val[i] = st->val;
+			continue;
+		case P_MEM:
+			val[i] = 0;
+			v = st->val + (st->reg == NO_REG ? 0 : w[st->reg]);
+			if (tp_rt_pad_read(r, v, mem, st->size))
+				unavail |= 1ull << i;
+			mem += st->size;
 			continue;
 		}
-		if (eval(r, u, it[i].code_off, it[i].code_len, &v)) {
+		if (eval(need_u(x, r), r, st->code_off, st->code_len, &v)) {
 			unavail |= 1ull << i;
 			val[i] = 0;
-		} else if (!it[i].mem) {
+		} else if (!st->mem) {
 			val[i] = v;
 		} else {
 			val[i] = 0;
-			if (tp_rt_pad_read(r, v, mem, it[i].size))
+			if (tp_rt_pad_read(r, v, mem, st->size))
 				unavail |= 1ull << i;
 		}
-		if (it[i].mem)
-			mem += it[i].size;
+		if (st->mem)
+			mem += st->size;
 	}
-	h->size = tp->rec_size;
+	h->size = pl->rec_size;
 	h->tp = (uint16_t)k;
 	h->pad = 0;
 	h->tid = t->tid;
 	h->pad2 = 0;
 	h->unavail = unavail;
-	__atomic_store_n(&ring->head, ring->head + tp->rec_size, __ATOMIC_RELEASE);
-	/* the next frame's lines, fetched for writing while the program runs on */
-	rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
-	      ((ring->head) & (ftp.ctl->ring_size - 1));
-	for (uint32_t off = 0; off < tp->rec_size && off < 512; off += 64)
-		__builtin_prefetch(rec + off, 1, 3);
+	__atomic_store_n(&ring->head, ring->head + pl->rec_size, __ATOMIC_RELEASE);
+	/* the lines of a frame a few ahead, fetched for writing while the program runs on:
+	 * tracepad read them last, on another core (prefetcht0 would fetch them shared) */
+	for (uint32_t off = 0; off < pl->rec_size && off < 512; off += 64) {
+		rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
+		      ((ring->head + PREFETCH_AHEAD + off) & (ftp.ctl->ring_size - 1));
+		if (ftp.prefetchw)
+			__asm__ volatile("prefetchw %0" ::"m"(*rec));
+		else
+			__builtin_prefetch(rec, 1, 3);
+	}
 }
 
 /* Claim one of the pass count's collections: 0 once they are used up. */
@@ -228,7 +387,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	struct site *s = ctx;
 	struct tstate *t = &fts;
 	struct tp_ftp_ring *own;
-	uint64_t u[TP_UREG_COUNT];
+	struct uregs x;
 
 	if (!__atomic_load_n(&ftp.on, __ATOMIC_ACQUIRE) || ftp.forked)
 		return;
@@ -242,21 +401,13 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	}
 	if (!(++t->polls & HIT_POLL) && tracer_gone())
 		return;
-	for (int i = 0; i < TP_UREG_COUNT; i++)
-		u[i] = 0;
-	u[TP_UREG_RAX] = r->rax, u[TP_UREG_RBX] = r->rbx, u[TP_UREG_RCX] = r->rcx;
-	u[TP_UREG_RDX] = r->rdx, u[TP_UREG_RSI] = r->rsi, u[TP_UREG_RDI] = r->rdi;
-	u[TP_UREG_RBP] = r->rbp, u[TP_UREG_RSP] = r->rsp, u[TP_UREG_R8] = r->r8;
-	u[TP_UREG_R9] = r->r9, u[TP_UREG_R10] = r->r10, u[TP_UREG_R11] = r->r11;
-	u[TP_UREG_R12] = r->r12, u[TP_UREG_R13] = r->r13, u[TP_UREG_R14] = r->r14;
-	u[TP_UREG_R15] = r->r15, u[TP_UREG_RIP] = r->rip, u[TP_UREG_EFLAGS] = r->rflags;
-	u[TP_UREG_ORIG_RAX] = ~0ull;
-	u[TP_UREG_CS] = 0x33, u[TP_UREG_SS] = 0x2b;
+	x.have = 0;
 	t->depth++;
 	own = own_ring(t);
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t k = s->tps[i];
 		struct tp_ftp_tp *tp = &ftp.tps[k];
+		const struct plan *pl = &ftp.plans[k];
 		uint64_t v = 1;
 
 		bump(own, k, 0);
@@ -272,7 +423,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 			bump(own, k, 2);
 			continue;
 		}
-		if (tp->cond_len && eval(r, u, tp->cond_off, tp->cond_len, &v)) {
+		if (pl->cond_len && eval(need_u(&x, r), r, pl->cond_off, pl->cond_len, &v)) {
 			bump(own, k, 3);
 			v = 0;
 		}
@@ -283,7 +434,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		}
 		if (!tp->pass_count)
 			bump(own, k, 1);
-		collect(t, k, r, u);
+		collect(t, k, r, &x);
 	}
 	t->depth--;
 }
@@ -325,6 +476,7 @@ static int check(void)
 	ftp.data = (uint8_t *)c + c->data_off;
 	for (uint32_t i = 0; i < c->ntps; i++) {
 		struct tp_ftp_tp *tp = &ftp.tps[i];
+		struct plan *pl = &ftp.plans[i];
 		const struct tp_ftp_item *it;
 		uint64_t need = sizeof(struct tp_ftp_rec) + 8ull * tp->nitems;
 
@@ -337,9 +489,14 @@ static int check(void)
 			if (!inside(it[k].code_off, it[k].code_len) || it[k].size > (1u << 20))
 				return -1;
 			need += it[k].mem ? it[k].size : 0;
+			plan_item(&it[k], (uint8_t *)c + it[k].code_off, &pl->step[k]);
 		}
 		if (tp->rec_size < need || (tp->rec_size & 7) || tp->rec_size > c->ring_size / 2)
 			return -1;
+		pl->rec_size = tp->rec_size;
+		pl->nitems = tp->nitems;
+		pl->cond_off = tp->cond_off;
+		pl->cond_len = tp->cond_len;
 	}
 	return 0;
 }
@@ -352,6 +509,7 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 	static const char want[] = "/memfd:tracepad-ftp";
 	char path[48], link[64];
 	long myfd, p, n;
+	unsigned a, b, d, e;
 	struct tp_ftp_ctl *c;
 
 	/* the block of a tracepad killed without detaching goes once no thread uses it */
@@ -402,6 +560,9 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 		return -2;
 	}
 	ftp.forked = 0;
+	/* CPUID.80000001H:ECX.PRFCHW */
+	__asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(d), "=d"(e) : "a"(0x80000001u), "c"(0));
+	ftp.prefetchw = (d >> 8) & 1;
 	ftp.nsites = 0;
 	__atomic_add_fetch(&ftp.gen, 1, __ATOMIC_SEQ_CST);
 	return 0;

@@ -2,14 +2,16 @@
 """Fast tracepoints (the agent's jump pads): 1-, 2-, 3- and 4-byte instructions and one
 followed by a branch target, alone and side by side, count every hit and collect the
 program's values; a leaf function that keeps live values in its red zone computes the same
-with a fast tracepoint in its middle (and the values collected there are its own); four
-threads give exact totals; 20 cycles of attach, 3 fast tracepoints, detach on a running
+with a fast tracepoint in its middle (and the values collected there are its own); the
+values the agent copies without its evaluator are an int3 tracepoint's; four
+threads give exact totals; a thread whose ring is full sleeps until tracepad drains it; 20 cycles of attach, 3 fast tracepoints, detach on a running
 4-thread program leave its code byte-identical and add nothing after the first."""
 import os
 import signal
 import subprocess
+import time
 
-from tptrace import attached, check, done, eq, target, trace
+from tptrace import TRACEPAD, TraceRun, attached, check, done, eq, runlib, target, trace
 
 prog = target("tracept-short")
 A = subprocess.run([prog, "addrs"], capture_output=True, text=True).stdout.split()
@@ -71,6 +73,27 @@ check(r.rc == 0 and r.out == subprocess.run([prog, "5"], capture_output=True,
       all(f.vals["*(long*)$rdi@2"] == "<unavailable>" for f in r.frames if f.int("$rdi") < 4096),
       "reads of unmapped memory: unavailable, the program unharmed", r.err[-1500:])
 
+# The items the agent copies without its evaluator ($regs, globals, locals on the stack, a
+# register plus constants, unreadable fixed addresses) and ones it evaluates, behind a
+# condition: the values of an int3 tracepoint, and the same through either path.
+loop = target("tracept-loop-O0")
+items = ["$regs", "i", "g_counter", "pts[1].x", "*(int*)p", "$arg1", "$sp", "$pc",
+         "(long)$rsp+8", "*(long*)($rsp+8)", "*(long*)(($rsp+16)/2*2-8)", "*(long*)16"]
+args = ["-t", "f if i % 3 == 0", "-a", "collect " + ", ".join(items), "--", loop, "30"]
+r = trace(args)
+n = runlib.run([TRACEPAD, "trace", "--normal"] + args, cls=TraceRun)
+same = ["i", "g_counter", "pts[1].x", "*(int*)p", "$arg1", "$rdi", "$rax", "$eflags",
+        "*(long*)16"]
+check(r.rc == 0 and n.rc == 0 and len(r.frames) == 10 and
+      [[f.vals[k] for k in same] for f in r.frames] ==
+      [[f.vals[k] for k in same] for f in n.frames], "fast frames hold the int3 frames' values",
+      (r.frames[:1], n.frames[:1]))
+check(all(f.int("i") == 3 * k and f.int("$sp") == f.int("$rsp") and
+          f.int("$pc") == f.int("$rip") and f.int("(long)$rsp+8") == f.int("$rsp") + 8 and
+          f.vals["*(long*)($rsp+8)"] == f.vals["*(long*)(($rsp+16)/2*2-8)"] and
+          f.vals["*(long*)16"] == "<unavailable>" for k, f in enumerate(r.frames)),
+      "copied and evaluated items agree", r.frames[:2])
+
 # The program's own faults, with the agent's fault guard installed: its handler gets them,
 # or, without one, it dies of SIGSEGV as it would have.
 plain = subprocess.run([prog, "segv", "50"], capture_output=True, text=True).stdout
@@ -95,6 +118,69 @@ c1, c2 = r.counts.get(1), r.counts.get(2)
 check(r.rc == 0 and r.out.count("bad 0") == 4 and c1 and c1.hits == 4 * per_call and
       c2 and c2.hits == 4 * 2 * N and c2.collected == c2.hits and r.exact(1) and r.exact(2),
       "4 threads: %d and %d hits, exact" % (4 * per_call, 8 * N), r.err[-1500:])
+
+# A full ring: its thread sleeps on a futex (it does not spin) while tracepad is stopped,
+# and once tracepad runs again every frame arrives. 64 KiB frames: 63 fill the ring.
+p = subprocess.Popen([prog, "spin", "1"], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+check(p.stdout.readline() == b"ready\n", "the target of a full ring is ready")
+tp = subprocess.Popen([TRACEPAD, "trace", "-q", "-p", str(p.pid), "--fast", "-t", "*" + A[5],
+                       "-a", "collect " + ", ".join(["*(char*)($rsp-16384)@16384"] * 4)],
+                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def in_futex(pid):
+    """A thread of @pid waits in FUTEX_WAIT on a shared futex (the agent's: glibc's are
+    private, and the main thread waits in pthread_join)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/syscall" % (pid, tid)) as f:
+                sc = f.read().split()
+        except OSError:
+            continue
+        if len(sc) > 2 and sc[0] == "202" and int(sc[2], 16) == 0:  # SYS_futex, FUTEX_WAIT
+            return True
+    return False
+
+
+def wait_for(cond, secs=120):
+    """Has @cond been seen true within @secs?"""
+    deadline = time.monotonic() + secs
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def live(pid):
+    """The block mapped and tracepad's ptrace gone: the pads are in, no stop to come."""
+    with open("/proc/%d/maps" % pid) as f:
+        mapped = "tracepad-ftp" in f.read()
+    with open("/proc/%d/status" % pid) as f:
+        return mapped and "\nTracerPid:\t0\n" in f.read()
+
+
+attached_ok = wait_for(lambda: live(p.pid) and tp.poll() is None)
+tp.send_signal(signal.SIGSTOP)
+slept = attached_ok and wait_for(lambda: in_futex(p.pid), 60)
+tp.send_signal(signal.SIGCONT)
+# frames flow again: the thread leaves its futex
+flowing = wait_for(lambda: not in_futex(p.pid), 60)
+tp.send_signal(signal.SIGINT)
+try:
+    _, err = tp.communicate(timeout=120)
+except subprocess.TimeoutExpired:
+    tp.kill()
+    _, err = tp.communicate()
+r = TraceRun(tp.args, tp.returncode, "", err.decode())
+c = r.counts.get(1)
+check(attached_ok and slept and flowing, "a full ring: its thread sleeps in a futex while "
+      "tracepad is stopped, and runs on after", r.err[-1500:])
+check(r.rc == 0 and c and c.hits > 63 and c.hits == c.collected and r.exact(1) and
+      "could not be written" not in r.err and p.poll() is None,
+      "a full ring: every hit collected (%s), the program runs on" % c, r.err[-1500:])
+p.kill()
+p.wait()
 
 
 def text(pid):
