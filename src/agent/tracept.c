@@ -11,13 +11,11 @@
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
+#include "agent/ring.h"
 #include "agent/tracept-abi.h"
 #include "rt/pad.h"
 #include "tracept/expr.h"
 
-/* A thread whose ring stays full waits for tracepad; it looks for tracepad's death every
- * so many yields (a frame is lost only then). */
-#define WAIT_POLL 1024
 /* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
  * (killed without detaching) the pads stay but do nothing. */
 #define HIT_POLL 0xffff
@@ -46,14 +44,13 @@ static struct {
 	struct site sites[TP_FTP_MAX_TPS];
 	uint64_t addrs[TP_FTP_MAX_TPS];
 	uint32_t nsites;
+	struct tp_ag_rings rs;
 } ftp;
 
 struct tstate {
 	uint32_t gen;
-	int32_t ring; /* -1: none yet, -2: none to be had */
-	int32_t tid;
 	uint32_t depth;
-	uint64_t tail; /* the ring's tail as last read: re-read only when it looks full */
+	struct tp_ag_writer w;
 	uint32_t polls;
 };
 static __thread struct tstate fts __attribute__((tls_model("initial-exec")));
@@ -81,39 +78,6 @@ static int tracer_gone(void)
 	return 1;
 }
 
-/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
- * record's address, or NULL. */
-/* The calling thread's ring, claimed at its first hit: a free one, else one whose thread
- * has exited (its frames carry their tid; a dead thread writes nothing more); NULL when
- * every ring is some live thread's. */
-static struct tp_ftp_ring *own_ring(struct tstate *t)
-{
-	if (t->ring == -1) {
-		int32_t pid = ftp.ctl->pid;
-
-		t->ring = -2;
-		if (!t->tid)
-			t->tid = (int32_t)tp_raw0(SYS_gettid);
-		for (int pass = 0; pass < 2 && t->ring < 0; pass++) {
-			for (uint32_t i = 0; i < ftp.ctl->nrings; i++) {
-				int32_t cur = __atomic_load_n(&ftp.rings[i].tid, __ATOMIC_ACQUIRE);
-
-				if (pass ? tp_raw3(SYS_tgkill, pid, cur, 0) != -ESRCH : cur != 0)
-					continue;
-				if (__atomic_compare_exchange_n(&ftp.rings[i].tid, &cur, t->tid, 0,
-								__ATOMIC_ACQ_REL,
-								__ATOMIC_RELAXED)) {
-					t->ring = (int32_t)i;
-					t->tail =
-					    __atomic_load_n(&ftp.rings[i].tail, __ATOMIC_ACQUIRE);
-					break;
-				}
-			}
-		}
-	}
-	return t->ring < 0 ? NULL : &ftp.rings[t->ring];
-}
-
 /* Count @c (TP_FTP_COUNTS' order) of tracepoint @k: in the thread's ring with one add that
  * a signal handler of the same thread cannot split, else in the shared count. */
 static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
@@ -124,46 +88,13 @@ static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
 		__atomic_fetch_add(&ftp.tps[k].hits + c, 1, __ATOMIC_RELAXED);
 }
 
-static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
-{
-	uint32_t size = ftp.ctl->ring_size;
-	struct tp_ftp_ring *r;
-	uint64_t head, pos, fill;
-
-	if (t->ring < 0 || need > size / 2)
-		return NULL;
-	r = &ftp.rings[t->ring];
-	head = r->head;
-	pos = head & (size - 1);
-	fill = pos + need > size ? size - pos : 0;
-	for (unsigned spins = 0; size - (head - t->tail) < fill + need; spins++) {
-		if (spins && !(spins % WAIT_POLL) && tracer_gone())
-			return NULL;
-		if (spins)
-			tp_raw0(SYS_sched_yield);
-		t->tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-	}
-	if (fill) {
-		struct tp_ftp_rec *f =
-		    (struct tp_ftp_rec *)(ftp.data + (uint64_t)t->ring * size + pos);
-
-		f->size = (uint32_t)fill;
-		f->tp = TP_FTP_REC_FILL;
-		head += fill;
-		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
-		pos = 0;
-	}
-	*rp = r;
-	return ftp.data + (uint64_t)t->ring * size + pos;
-}
-
 /* Collect tracepoint @k's items into a frame record. */
 static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, const uint64_t *u)
 {
 	struct tp_ftp_tp *tp = &ftp.tps[k];
 	const struct tp_ftp_item *it = (const void *)((const uint8_t *)ftp.ctl + tp->items_off);
 	struct tp_ftp_ring *ring = NULL;
-	uint8_t *rec = reserve(t, tp->rec_size, &ring), *mem;
+	uint8_t *rec = tp_ag_ring_reserve(&ftp.rs, &t->w, tp->rec_size, &ring), *mem;
 	struct tp_ftp_rec *h = (struct tp_ftp_rec *)rec;
 	uint64_t *val, unavail = 0;
 
@@ -199,12 +130,12 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, co
 	h->size = tp->rec_size;
 	h->tp = (uint16_t)k;
 	h->pad = 0;
-	h->tid = t->tid;
+	h->tid = t->w.tid;
 	h->pad2 = 0;
 	h->unavail = unavail;
 	__atomic_store_n(&ring->head, ring->head + tp->rec_size, __ATOMIC_RELEASE);
 	/* the next frame's lines, fetched for writing while the program runs on */
-	rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
+	rec = ftp.data + (uint64_t)t->w.ring * ftp.ctl->ring_size +
 	      ((ring->head) & (ftp.ctl->ring_size - 1));
 	for (uint32_t off = 0; off < tp->rec_size && off < 512; off += 64)
 		__builtin_prefetch(rec + off, 1, 3);
@@ -234,10 +165,8 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		return;
 	if (t->gen != ftp.gen) {
 		t->gen = ftp.gen;
-		t->ring = -1;
+		t->w = (struct tp_ag_writer){-1, 0, 0};
 		t->depth = 0;
-		t->tid = 0;
-		t->tail = 0;
 		t->polls = 0;
 	}
 	if (!(++t->polls & HIT_POLL) && tracer_gone())
@@ -253,7 +182,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	u[TP_UREG_ORIG_RAX] = ~0ull;
 	u[TP_UREG_CS] = 0x33, u[TP_UREG_SS] = 0x2b;
 	t->depth++;
-	own = own_ring(t);
+	own = tp_ag_ring_own(&ftp.rs, &t->w);
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t k = s->tps[i];
 		struct tp_ftp_tp *tp = &ftp.tps[k];
@@ -323,6 +252,7 @@ static int check(void)
 	ftp.tps = (struct tp_ftp_tp *)((uint8_t *)c + c->tps_off);
 	ftp.rings = (struct tp_ftp_ring *)((uint8_t *)c + c->rings_off);
 	ftp.data = (uint8_t *)c + c->data_off;
+	ftp.rs = (struct tp_ag_rings){ftp.rings, ftp.data, c->nrings, c->ring_size, 0, tracer_gone};
 	for (uint32_t i = 0; i < c->ntps; i++) {
 		struct tp_ftp_tp *tp = &ftp.tps[i];
 		const struct tp_ftp_item *it;
@@ -386,6 +316,7 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 	}
 	c = ftp.ctl;
 	c->pid = (int32_t)tp_raw0(SYS_getpid);
+	ftp.rs.pid = c->pid;
 	c->install_pc = (uint64_t)(uintptr_t)&tracepad_ftp_install;
 	c->detach_pc = (uint64_t)(uintptr_t)&tracepad_ftp_detach;
 	if (!ftp.atfork && __register_atfork(NULL, NULL, in_child, &ftp) == 0)
