@@ -20,6 +20,8 @@
 /* an unwinder that walks the stack from here (_Unwind_RaiseException, _Unwind_Resume,
  * _Unwind_Backtrace...): every return address of the thread is put back first */
 #define TP_HK_F_WALK 0x4
+/* the unwinder is done (__cxa_begin_catch): the frames still live are hooked again */
+#define TP_HK_F_CATCH 0x8
 
 struct tp_hk_func {
 	/* written by tracepad */

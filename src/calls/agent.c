@@ -1,0 +1,603 @@
+/* `tracepad calls --engine agent`: the calls recorded in the program by the agent's call
+ * hooks (src/agent/hooks.c).  tracepad launches the program, runs it to its entry point,
+ * selects the functions as the ptrace engine does (engine.c, without breakpoints), hands
+ * their addresses to the agent in a memfd block (hooks-abi.h), has the agent place the pads
+ * with every thread stopped, lets go of the program and turns the events it drains from the
+ * per-thread rings into the ptrace engine's lines and summary. */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/hooks-abi.h"
+#include "arch/arch.h"
+#include "base/log.h"
+#include "calls/engine.h"
+#include "elf/file.h"
+#include "proc/inject.h"
+
+#define RINGS 32
+#define RING_SIZE (4096u * 1024)
+#define NAP_US 250 /* between two drains that found nothing */
+
+struct agent {
+	int fd;
+	struct tp_hk_ctl *ctl;
+	size_t size;
+	struct tp_hk_func *hfs;
+	struct func **func_of; /* block index -> function */
+	uint32_t n;
+	pid_t pid;
+};
+
+/* Options the agent engine does not have yet: the first one given, or NULL. */
+static const char *unsupported(const struct tp_calls_opts *o)
+{
+	return o->pid		 ? "-p"
+	       : o->follow	 ? "-f"
+	       : o->bt		 ? "--bt"
+	       : o->trace_dir	 ? "--trace"
+	       : o->nplugins	 ? "--plugin"
+	       : o->syscalls	 ? "-S"
+	       : o->ncallers	 ? "-C"
+	       : o->entry	 ? "--entry"
+	       : o->duration > 0 ? "--duration"
+				 : NULL;
+}
+
+/* ---- start ---- */
+
+/* Run the launched program to its entry point: its libraries are mapped and relocated, none
+ * of its code has run. */
+static int to_entry(struct session *s, pid_t pid)
+{
+	uint64_t entry, pc;
+	uint8_t orig;
+	int r;
+
+	if (tp_proc_auxv(pid, AT_ENTRY, &entry) || tp_proc_get_pc(pid, &pc))
+		return -EIO;
+	if (pc == entry)
+		return 0;
+	if (tp_proc_read(pid, entry, &orig, 1) != 1)
+		return -EIO;
+	r = tp_proc_poke_int3(pid, entry, true, orig);
+	if (r)
+		return r;
+	r = tp_proc_resume(s->p, pid, TP_RESUME_CONT, 0);
+	while (!r) {
+		struct tp_event ev;
+
+		r = tp_proc_wait(s->p, &ev);
+		if (r == -EINTR && !(s->o->stop && *s->o->stop)) {
+			r = 0;
+			continue;
+		}
+		if (r)
+			break;
+		if (ev.kind == TP_EV_EXITED) {
+			if (ev.leader)
+				s->status = ev.status;
+			r = -ESRCH;
+			break;
+		}
+		if (ev.kind == TP_EV_BREAKPOINT && ev.tid == pid && !tp_proc_get_pc(ev.tid, &pc) &&
+		    pc == entry + 1)
+			break;
+		r = tp_proc_resume(s->p, ev.tid, TP_RESUME_CONT,
+				   ev.kind == TP_EV_SIGNAL	 ? ev.sig
+				   : ev.kind == TP_EV_BREAKPOINT ? SIGTRAP
+								 : 0);
+	}
+	if (r)
+		return r;
+	r = tp_proc_poke_int3(pid, entry, false, orig);
+	return r ? r : tp_proc_set_pc(pid, entry);
+}
+
+struct pick {
+	struct session *s;
+	struct image *im;
+	struct agent *a;
+	uint32_t max;
+	unsigned over;
+};
+
+/* What the agent does at function @f's entry (TP_HK_F_*), 0 for nothing. */
+static uint32_t hook_flags(struct session *s, struct image *im, const struct func *f)
+{
+	uint8_t code[64];
+	ssize_t got;
+	uint32_t fl = 0;
+
+	if (f->kind == F_UNWIND || f->kind == F_BACKTRACE)
+		fl |= TP_HK_F_WALK;
+	if (f->kind == F_CATCH)
+		fl |= TP_HK_F_CATCH;
+	if (!f->shown || f->kind == F_RESOLVER || f->kind == F_RBRK)
+		return fl;
+	fl |= TP_HK_F_SHOWN;
+	/* as the ptrace engine: never the return of a function that returns twice, is jumped
+	 * to, or reads its own return address; nor of an unwinder's walk */
+	got = tp_proc_read(im->pid, f->addr, code, sizeof(code));
+	if (f->hooked && !(fl & TP_HK_F_WALK) && !tp_calls_caller_sensitive(f->name) && got > 0 &&
+	    !tp_arch_reads_return_slot(code, (size_t)got, f->addr))
+		fl |= TP_HK_F_RET;
+	(void)s;
+	return fl;
+}
+
+static int pick_one(void *arg, uint64_t addr, uint64_t *v)
+{
+	struct pick *p = arg;
+	struct func *f = (struct func *)(uintptr_t)*v;
+	uint32_t fl = hook_flags(p->s, p->im, f);
+
+	if (!fl)
+		return 0;
+	if (p->a->n == p->max) {
+		p->over++;
+		return 0;
+	}
+	if (p->a->hfs) {
+		p->a->hfs[p->a->n] = (struct tp_hk_func){.addr = addr, .flags = fl};
+		p->a->func_of[p->a->n] = f;
+	}
+	p->a->n++;
+	return 0;
+}
+
+/* The bounds of each hooked function (the relocator's checks), from its object's symbols:
+ * the agent never asks the loader (dladdr) while every other thread is stopped. */
+static void set_bounds(struct image *im, struct agent *a)
+{
+	for (int i = 0; i < im->nobjs; i++) {
+		struct object *o = im->objs[i];
+		struct tp_fsyms fs;
+
+		if (tp_fsyms_read(o->path, &fs))
+			continue;
+		for (uint32_t j = 0; j < a->n; j++) {
+			struct tp_hk_func *h = &a->hfs[j];
+
+			if (a->func_of[j]->obj != o)
+				continue;
+			for (int k = 0; k < fs.n; k++)
+				if (fs.f[k].vaddr + o->bias == h->addr && fs.f[k].size) {
+					h->fn_lo = h->addr;
+					h->fn_hi = h->addr + fs.f[k].size;
+					break;
+				}
+		}
+		tp_fsyms_release(&fs);
+	}
+}
+
+/* _Unwind_Resume walks the stack too (after a cleanup) but is no function the ptrace engine
+ * must know: added here, unshown, in every object that has it. */
+static int add_resume(struct session *s, struct image *im)
+{
+	for (int i = 0; i < im->nobjs; i++) {
+		struct object *o = im->objs[i];
+		uint64_t at;
+
+		if (tp_elf_lookup(o->path, "_Unwind_Resume", &at, NULL) || !at ||
+		    tp_calls_func_find(im, at + o->bias))
+			continue;
+		if (tp_calls_func_add(s, im, im->pid, o, at + o->bias, "_Unwind_Resume",
+				      F_UNWIND) == -ENOMEM)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int block_new(struct session *s, struct image *im, struct agent *a)
+{
+	struct pick p = {s, im, a, TP_HK_MAX_FUNCS, 0};
+	uint64_t rings_off, data_off, funcs_off = sizeof(struct tp_hk_ctl);
+
+	tp_hash_foreach(&im->funcs, pick_one, &p);
+	if (p.over)
+		tp_warn("%u selected functions cannot be traced with --engine agent (at most %d)",
+			p.over, TP_HK_MAX_FUNCS);
+	rings_off = (funcs_off + (uint64_t)a->n * sizeof(struct tp_hk_func) + 63) & ~63ull;
+	data_off = (rings_off + RINGS * sizeof(struct tp_ftp_ring) + 4095) & ~4095ull;
+	a->size = data_off + (uint64_t)RINGS * RING_SIZE;
+	a->fd = (int)syscall(SYS_memfd_create, "tracepad-hooks", 1u /* MFD_CLOEXEC */);
+	if (a->fd < 0)
+		return -errno;
+	if (ftruncate(a->fd, (off_t)a->size))
+		return -errno;
+	a->ctl = mmap(NULL, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+	if (a->ctl == MAP_FAILED) {
+		a->ctl = NULL;
+		return -errno;
+	}
+	*a->ctl = (struct tp_hk_ctl){
+	    .magic = TP_HK_MAGIC,
+	    .abi = TP_HK_ABI,
+	    .nfuncs = a->n,
+	    .size = a->size,
+	    .funcs_off = funcs_off,
+	    .rings_off = rings_off,
+	    .data_off = data_off,
+	    .nrings = RINGS,
+	    .ring_size = RING_SIZE,
+	    .tracer_pid = (int32_t)getpid(),
+	};
+	a->hfs = (struct tp_hk_func *)((uint8_t *)a->ctl + funcs_off);
+	a->func_of = calloc(a->n ? a->n : 1, sizeof(*a->func_of));
+	if (!a->func_of)
+		return -ENOMEM;
+	p.a->n = 0;
+	tp_hash_foreach(&im->funcs, pick_one, &p);
+	set_bounds(im, a);
+	return 0;
+}
+
+static int load_agent(struct session *s, struct agent *a, pid_t *tid)
+{
+	struct tp_proc_agent ag = {.agent = s->o->agent,
+				   .entry = "tracepad_hooks_attach",
+				   .fd = a->fd,
+				   .error = a->ctl->error,
+				   .error_len = sizeof(a->ctl->error)};
+	struct tp_symtab *st = tp_symtab_new();
+	struct tp_proc_dl dl;
+	char why[512];
+	int r = -EINVAL;
+
+	if (!st)
+		return -ENOMEM;
+	tp_symtab_load_pid(st, a->pid);
+	if (tp_symtab_find_symbol(st, "libc:dlopen", &dl.dlopen) ||
+	    tp_symtab_find_symbol(st, "libc:dlsym", &dl.dlsym)) {
+		tp_err("--engine agent: no dlopen in process %d (a static program, or glibc before "
+		       "2.34): use --engine ptrace",
+		       a->pid);
+		goto out;
+	}
+	if (tp_symtab_find_symbol(st, "libc:dlerror", &dl.dlerror))
+		dl.dlerror = 0;
+	r = tp_proc_load_agent(s->p, a->pid, &dl, &ag, why, sizeof(why));
+	if (r) {
+		tp_err("--engine agent: process %d: %s", a->pid, why);
+		r = r == -ENOENT ? -EINVAL : r;
+		goto out;
+	}
+	*tid = ag.tid;
+	/* written by the agent: trusted only inside its own text */
+	if (!tp_proc_agent_mapped(a->pid, ag.path, a->ctl->install_pc) ||
+	    !tp_proc_agent_mapped(a->pid, ag.path, a->ctl->detach_pc))
+		r = -EIO;
+out:
+	tp_symtab_free(st);
+	return r;
+}
+
+/* A thread stopped on an inner boundary of a jmp site (or in a system call that restarts
+ * there) goes on in the pad's copy of the instruction. */
+static int move_threads(struct session *s, struct agent *a)
+{
+	pid_t tids[4096];
+	int n = tp_proc_tasks(s->p, tids, 4096);
+
+	for (int i = 0; i < n && i < 4096; i++) {
+		struct user_regs_struct regs;
+
+		if (tp_proc_get_regs(tids[i], &regs))
+			continue;
+		for (uint32_t j = 0; j < a->n; j++) {
+			const struct tp_hk_func *x = &a->hfs[j];
+
+			for (uint32_t k = 1; !x->err && k < x->ninsn && k < TP_FTP_MAX_INSNS; k++) {
+				uint64_t at = x->addr + x->ioff[k];
+				bool sys = (int64_t)regs.orig_rax >= 0 && regs.rip - 2 == at;
+
+				if (regs.rip != at && !sys)
+					continue;
+				regs.rip = x->icopy[k] + (regs.rip - at);
+				if (tp_proc_set_regs(tids[i], &regs))
+					return -EIO;
+			}
+		}
+	}
+	return 0;
+}
+
+static int start(struct session *s, struct agent *a)
+{
+	struct tp_launch l = {.argv = s->o->argv, .cpu = -1};
+	struct image *im;
+	uint64_t bad = 0;
+	unsigned failed = 0;
+	pid_t tid;
+	int r;
+
+	r = tp_proc_launch(&l, &s->p);
+	if (r) {
+		tp_err("cannot run %s: %s", s->o->argv[0],
+		       r == -ENOEXEC ? "not an executable format tracepad can run" : strerror(-r));
+		return r;
+	}
+	s->launched = true;
+	a->pid = tp_proc_pid(s->p);
+	r = to_entry(s, a->pid);
+	if (r)
+		return r == -ESRCH ? r : -EIO;
+	/* the loader is done: objects and functions as the ptrace engine selects them */
+	im = tp_calls_image_new(s, a->pid, a->pid, false);
+	if (!im || tp_calls_add_pid(s, a->pid) || add_resume(s, im))
+		return -ENOMEM;
+	r = block_new(s, im, a);
+	if (!r)
+		r = load_agent(s, a, &tid);
+	if (r)
+		return r;
+	r = tp_proc_stop_all(s->p, 0);
+	if (!r)
+		r = tp_proc_inject_fcall(s->p, a->pid, tid, a->ctl->install_pc,
+					 (const uint64_t[6]){0}, false, &bad);
+	if (r) {
+		tp_err("--engine agent: cannot place the hooks: %s", strerror(-r));
+		return r == -ESRCH ? r : -EIO;
+	}
+	for (uint32_t j = 0; j < a->n; j++) {
+		const struct tp_hk_func *x = &a->hfs[j];
+
+		if (x->err && x->flags & TP_HK_F_SHOWN && !failed++)
+			tp_warn("%s:%s cannot be hooked: %s", a->func_of[j]->obj->base,
+				a->func_of[j]->name, strerror(-x->err));
+		else if (!x->err && x->kind != 1)
+			tp_dbg("calls: %s through an int3 (reason %u)", a->func_of[j]->name,
+			       x->why);
+	}
+	if (failed > 1)
+		tp_warn("%u selected functions cannot be hooked", failed);
+	return move_threads(s, a);
+}
+
+/* ---- events ---- */
+
+static struct thread *thread_get(struct session *s, pid_t pid, pid_t tid)
+{
+	struct thread *t = tp_calls_thread_of(s, tid);
+
+	return t ? t : tp_calls_thread_add(s, tid, pid, NULL, true);
+}
+
+static const struct tp_proto *proto_of(struct session *s, struct func *f)
+{
+	if (!f->proto_done) {
+		f->proto = tp_protos_find(s->protos, f->obj->path, f->name, f->addr - f->obj->bias);
+		f->proto_done = true;
+	}
+	return f->proto;
+}
+
+/* The call on top of @t is over: with its return registers @ret (NULL: unwound). */
+static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *h, bool ret)
+{
+	struct rec *rc = &t->recs[--t->n];
+	struct stat_ent *e = tp_calls_stat_of(s, t->pid, rc->f);
+	char text[600], tail[700];
+	bool failed = false;
+	uint64_t d = 0;
+
+	if (!e || tp_calls_too_deep(s, t->n))
+		return;
+	if (!ret) {
+		if (!s->o->summary && !s->o->min_ns)
+			tp_calls_line_call(s, t, rc, t->n, " = <unwound>");
+		return;
+	}
+	{
+		const struct tp_proto *p = proto_of(s, rc->f);
+		struct user_regs_struct regs = {
+		    .rax = h->regs[0], .rdx = h->regs[1], .rsp = h->sp + 8};
+
+		d = tp_calls_ticks_ns(s, h->tsc > rc->entry_tsc ? h->tsc - rc->entry_tsc : 0);
+		if (s->need_args)
+			tp_proto_format_ret(p, -1, &regs, NULL, -1, text, sizeof(text), &failed);
+		else
+			failed = p && tp_proto_failed(p, &regs);
+	}
+	e->returns++;
+	e->errors += failed;
+	e->total += d;
+	e->min = d < e->min ? d : e->min;
+	e->max = d > e->max ? d : e->max;
+	if (s->o->summary || d < s->o->min_ns)
+		return;
+	if (s->o->durations)
+		snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">", text,
+			 d / 1000000000u, d / 1000 % 1000000);
+	else
+		snprintf(tail, sizeof(tail), " = %s", text);
+	tp_calls_line_call(s, t, rc, t->n, tail);
+}
+
+static void on_entry(struct session *s, struct agent *a, struct thread *t,
+		     const struct tp_hk_rec *h)
+{
+	struct func *f = a->func_of[h->func];
+	bool follow = h->flags & TP_HK_R_FOLLOWED;
+	/* a tail call of a followed frame: it returns with that frame */
+	bool tail = !follow && t->n && t->recs[t->n - 1].c.sp == h->sp;
+	struct rec tmp, *rc = follow || tail ? tp_calls_rec_push(s, t) : &tmp;
+	struct stat_ent *e;
+
+	if (!rc)
+		return;
+	rc->f = f;
+	rc->npcs = 0;
+	rc->aux = tail;
+	rc->entry_tsc = h->tsc;
+	rc->stall0 = 0;
+	rc->args[0] = 0;
+	rc->c = (struct tracepad_call){
+	    .pid = t->pid,
+	    .tid = t->tid,
+	    .object = f->obj->base,
+	    .function = f->name,
+	    .func = f->addr,
+	    .sp = h->sp,
+	    .depth = rc == &tmp ? t->n : t->n - 1,
+	    .entry_ns = tp_calls_tsc_ns(s, h->tsc),
+	};
+	memcpy(rc->c.args, h->regs, sizeof(rc->c.args));
+	if (tp_calls_too_deep(s, rc->c.depth) || !(e = tp_calls_stat_of(s, t->pid, f)))
+		return;
+	e->calls++;
+	if (s->need_args) {
+		struct user_regs_struct regs = {.rdi = h->regs[0],
+						.rsi = h->regs[1],
+						.rdx = h->regs[2],
+						.rcx = h->regs[3],
+						.r8 = h->regs[4],
+						.r9 = h->regs[5],
+						.rsp = h->sp};
+
+		/* no memory of the program: it was not recorded (strings show as addresses) */
+		tp_proto_format_args(proto_of(s, f), -1, &regs, NULL, rc->args, sizeof(rc->args));
+	}
+	if (rc == &tmp && !s->o->summary) {
+		s->ret_tsc = h->tsc;
+		tp_calls_line_call(s, t, rc, rc->c.depth,
+				   f->hooked ? " = <return not followed>" : "");
+		s->ret_tsc = 0;
+	}
+}
+
+static void one(struct session *s, struct agent *a, const struct tp_hk_rec *h)
+{
+	struct thread *t = thread_get(s, a->pid, h->tid);
+
+	if (!t)
+		return;
+	if (h->type == TP_HK_ENTRY) {
+		on_entry(s, a, t, h);
+		return;
+	}
+	/* tail-called frames above go with the frame that returns */
+	s->ret_tsc = h->tsc;
+	while (t->n) {
+		bool tail = t->recs[t->n - 1].aux;
+
+		finish(s, t, h, h->type == TP_HK_RETURN);
+		if (!tail)
+			break;
+	}
+	s->ret_tsc = 0;
+}
+
+static uint64_t drain(struct session *s, struct agent *a)
+{
+	struct tp_ftp_ring *rings = (void *)((uint8_t *)a->ctl + a->ctl->rings_off);
+	uint32_t size = a->ctl->ring_size;
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < RINGS; i++) {
+		struct tp_ftp_ring *r = &rings[i];
+		uint64_t tail = r->tail, head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+		uint8_t *data = (uint8_t *)a->ctl + a->ctl->data_off + (uint64_t)i * size;
+
+		while (tail < head) {
+			const struct tp_hk_rec *h = (const void *)(data + (tail & (size - 1)));
+			uint32_t left = size - (uint32_t)(tail & (size - 1));
+
+			/* the agent's records, checked as untrusted */
+			if (h->size < 8 || h->size > left ||
+			    (h->type != TP_FTP_REC_FILL &&
+			     (h->size != sizeof(*h) || h->type < TP_HK_ENTRY ||
+			      h->type > TP_HK_UNWOUND ||
+			      (h->type == TP_HK_ENTRY && h->func >= a->n)))) {
+				tp_warn("--engine agent: a broken record in ring %u: ring dropped",
+					i);
+				tail = head;
+				break;
+			}
+			if (h->type != TP_FTP_REC_FILL) {
+				one(s, a, h);
+				n++;
+			}
+			tail += h->size;
+		}
+		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+	}
+	return n;
+}
+
+/* ---- the job ---- */
+
+int tp_calls_agent_run(struct session *s)
+{
+	const char *no = unsupported(s->o);
+	struct agent a = {.fd = -1};
+	pid_t pid;
+	int r, st = 0;
+	bool ended = false;
+
+	if (no) {
+		tp_err("%s is not supported with --engine agent yet", no);
+		return 2;
+	}
+	s->agent = true;
+	r = start(s, &a);
+	if (r) {
+		if (s->p)
+			tp_proc_kill(s->p);
+		r = 2;
+		goto out;
+	}
+	s->started = true;
+	pid = a.pid;
+	/* no ptrace stop from here on: the program runs, the rings are drained */
+	tp_proc_detach(s->p);
+	s->p = NULL;
+	while (!(s->o->stop && *s->o->stop)) {
+		bool busy = drain(s, &a) > 0;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+
+		if (w == pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+			ended = true;
+			break;
+		}
+		tp_calls_lines_tick(s, false);
+		if (!busy)
+			usleep(NAP_US);
+	}
+	drain(s, &a);
+	/* calls still in flight (the program ended in them, or tracepad was interrupted) */
+	for (int i = 0; i < s->nthreads; i++)
+		s->threads[i]->n = 0;
+	if (a.ctl->lost || a.ctl->no_ring || a.ctl->nested || a.ctl->deep)
+		tp_warn("--engine agent: calls not followed: %" PRIu64 " lost, %" PRIu64
+			" of threads without a ring, %" PRIu64 " in signal handlers inside a "
+			"hook, %" PRIu64 " too deep",
+			a.ctl->lost, a.ctl->no_ring, a.ctl->nested, a.ctl->deep);
+	if (ended) {
+		struct thread *t = thread_get(s, pid, pid);
+
+		if (t)
+			tp_calls_event_exit(s, t, st);
+		r = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+	} else {
+		/* as strace: the program runs on to its own end; its hooks go inert once the
+		 * agent finds tracepad gone */
+		r = 128 + *s->o->stop;
+	}
+out:
+	if (a.ctl)
+		munmap(a.ctl, a.size);
+	if (a.fd >= 0)
+		close(a.fd);
+	free(a.func_of);
+	return r;
+}
