@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""tracepad calls --engine agent against the ptrace engine on the same targets: the same
+calls with the same integer arguments, return values and depths, exact counts on one and on
+4 threads, longjmp and C++ exceptions through hooked frames (the program's output and exit
+status unchanged), and a real program (pigz -9 with -e 'libz*:*': its output identical,
+-c counts equal to the ptrace engine's).  The agent engine starts at the entry point, so the
+objects' constructors (run before it) are left out of the comparisons."""
+import os
+import re
+import tempfile
+
+from tpcalls import check, done, calls, run, target
+
+AGENT = ["--engine", "agent"]
+LIB = ["-e", "libtpcalls:*"]
+# Run before the entry point (constructors) or with register garbage as arguments.
+STARTUP = {"_init", "frame_dummy", "register_tm_clones", "deregister_tm_clones",
+           "__do_global_dtors_aux", "_fini"}
+HEX = re.compile(r"0x[0-9a-f]+")
+
+
+def shape(r):
+    """The call lines as (function, depth, args, return), addresses normalised."""
+    return [(c.function, c.depth, HEX.sub("ADDR", c.args_text), HEX.sub("ADDR", c.ret))
+            for c in r.calls if c.function not in STARTUP]
+
+
+def counts(r):
+    s = r.summary()
+    return {(f["object"], f["function"]): (f["calls"], f["returns"])
+            for f in (s or {}).get("functions", []) if f["function"] not in STARTUP}
+
+
+# One thread, every kind of binary the agent's pads must handle; exit status passed on.
+for variant in ("lazy", "now", "noplt", "cet", "pg"):
+    prog = [target("calls-" + variant), "500", "3"]
+    nat = run(prog)
+    a = calls(AGENT + LIB, prog)
+    p = calls(LIB, prog)
+    # the first line is the program's pid
+    check(a.rc == 3 and a.out.split("\n")[1:] == nat.out.split("\n")[1:] and not a.err,
+          "%s: output and exit status unchanged, nothing said" % variant, a)
+    adds = [(c.args, c.retint, c.depth) for c in a.calls if c.function == "tpc_add"]
+    check(adds == [([i, i % 7 + 1], i + i % 7 + 1, 0) for i in range(500)],
+          "%s: tpc_add's 500 calls, arguments and return values" % variant, adds[:5])
+    # strings are not recorded yet: tpc_word's value is shown as its address
+    words = [(c.args, c.depth) for c in a.calls if c.function == "tpc_word"]
+    check(words == [([i], 0) for i in range(4)], "%s: tpc_word's 4 calls" % variant, words)
+    pa = [x for x in shape(p) if x[0] != "tpc_word"]
+    check([x for x in shape(a) if x[0] != "tpc_word"] == pa and pa,
+          "%s: the same lines as the ptrace engine's" % variant)
+    ca = calls(AGENT + LIB + ["-c", "--json"], prog)
+    cp = calls(LIB + ["-c", "--json"], prog)
+    check(ca.rc == 3 and counts(ca) == counts(cp) and counts(ca),
+          "%s: -c: the ptrace engine's counts" % variant,
+          "agent %r\nptrace %r" % (counts(ca), counts(cp)))
+
+# 4 threads: exact counts per thread.
+multi = target("calls-multi")
+COUNTS = [300 * (k + 2) for k in range(4)]
+for rep in range(2):
+    r = calls(AGENT + ["-e", "libtpcalls:tpc_add"], [multi, "threads"])
+    th = {int(m.group(2)): (int(m.group(1)), int(m.group(3)), int(m.group(4))) for m in
+          re.finditer(r"^thread (\d+) tid (\d+) calls (\d+) sum (\d+)$", r.out, re.M)}
+    check(r.rc == 0 and len(th) == 4, "threads #%d: the program ran as natively" % rep, r)
+    per = {}
+    for c in r.calls:
+        per.setdefault(c.tid, []).append(c)
+    for tid, (k, n, total) in sorted(th.items()):
+        mine = per.get(tid, [])
+        ok = [(c.args, c.retint) for c in mine] == [([k + 1, j], k + 1 + j)
+                                                   for j in range(COUNTS[k])]
+        check(n == COUNTS[k] and ok and sum(c.retint for c in mine) == total,
+              "threads #%d: thread %d: %d calls, in order, right values" % (rep, k, COUNTS[k]),
+              "got %d" % len(mine))
+    check(sorted(per) == sorted(th), "threads #%d: lines of exactly the 4 threads" % rep)
+
+# Frames left by longjmp and by C++ exceptions: the program unchanged, the same lines.
+cases = [("longjmp", [multi, "longjmp"], LIB)]
+exc = target("calls-exc")
+if os.path.exists(exc):
+    cases.append(("exceptions", [exc], ["-e", "libtpcalls:*,calls-exc:tpx_*"]))
+else:
+    check(False, "C++ target calls-exc was not built (no C++ compiler?)")
+for what, prog, sel in cases:
+    nat = run(prog)
+    a = calls(AGENT + sel, prog)
+    p = calls(sel, prog)
+    check(nat.rc == 0 and a.rc == 0 and a.out == nat.out,
+          "%s: output and exit status unchanged" % what, a)
+    check(shape(a) == shape(p) and "<unwound>" in a.text,
+          "%s: the ptrace engine's lines (unwound frames too)" % what,
+          "agent:\n%s\nptrace:\n%s" % ("\n".join(map(str, shape(a)[:12])),
+                                       "\n".join(map(str, shape(p)[:12]))))
+
+# A real program: pigz's threads calling libz.
+with tempfile.TemporaryDirectory(prefix="tp-agent-") as d:
+    data = os.path.join(d, "data")
+    with open(data, "wb") as f:
+        for i in range(60000):
+            f.write(b"line %d of the agent engine's test, %d\n" % (i, i * i % 9973))
+    prog = ["pigz", "-9", "-c", "-p", "4", data]
+    nat = run(prog)
+    ca = calls(AGENT + ["-e", "libz*:*", "-c", "--json"], prog)
+    cp = calls(["-e", "libz*:*", "-c", "--json"], prog)
+    check(nat.rc == 0 and ca.rc == 0 and ca.out == nat.out,
+          "pigz -9: output identical to the native run's", ca)
+    deflate = [v for k, v in counts(ca).items() if k[1] == "deflate"]
+    check(counts(ca) == counts(cp) and deflate and deflate[0][0] > 1,
+          "pigz -9: -c: the ptrace engine's counts",
+          "agent %r\nptrace %r" % (counts(ca), counts(cp)))
+
+# What the engine does not do yet is refused with one line naming the option.
+for opt in (["--bt"], ["-f"], ["--plugin", "memory"], ["-S"], ["--entry"]):
+    r = calls(AGENT + LIB + opt, [target("calls-lazy"), "3"])
+    lines = r.err.strip().splitlines()
+    check(r.rc == 2 and len(lines) == 1 and opt[0] in lines[0],
+          "%s with --engine agent: refused in one line naming it" % opt[0], r)
+done()
