@@ -101,6 +101,28 @@ static int to_entry(struct session *s, pid_t pid)
 	return r ? r : tp_proc_set_pc(pid, entry);
 }
 
+/* Functions that walk the thread's stack from their caller on (with libgcc's unwinder, which
+ * glibc may load only then): the agent puts the real return addresses back first. */
+static const char *const walkers[] = {
+    "_Unwind_RaiseException",
+    "_Unwind_Resume",
+    "_Unwind_Resume_or_Rethrow",
+    "_Unwind_ForcedUnwind",
+    "_Unwind_Backtrace",
+    "backtrace",
+    "__backtrace",
+    "pthread_exit",
+    "__pthread_exit",
+};
+
+static bool is_walker(const char *name)
+{
+	for (size_t i = 0; i < sizeof(walkers) / sizeof(walkers[0]); i++)
+		if (!strcmp(name, walkers[i]))
+			return true;
+	return false;
+}
+
 struct pick {
 	struct session *s;
 	struct image *im;
@@ -116,7 +138,10 @@ static uint32_t hook_flags(struct session *s, struct image *im, const struct fun
 	ssize_t got;
 	uint32_t fl = 0;
 
-	if (f->kind == F_UNWIND || f->kind == F_BACKTRACE)
+	/* the entry point: the thread is there already, none of the program's code ran */
+	if (f->addr == im->entry)
+		return 0;
+	if (f->kind == F_UNWIND || f->kind == F_BACKTRACE || is_walker(f->name))
 		fl |= TP_HK_F_WALK;
 	if (f->kind == F_CATCH)
 		fl |= TP_HK_F_CATCH;
@@ -179,20 +204,30 @@ static void set_bounds(struct image *im, struct agent *a)
 	}
 }
 
-/* _Unwind_Resume walks the stack too (after a cleanup) but is no function the ptrace engine
- * must know: added here, unshown, in every object that has it. */
-static int add_resume(struct session *s, struct image *im)
+/* The walkers of every object, selected or not (unshown when not). */
+static int add_walkers(struct session *s, struct image *im)
 {
 	for (int i = 0; i < im->nobjs; i++) {
 		struct object *o = im->objs[i];
-		uint64_t at;
+		struct tp_fsyms fs;
+		int r = 0;
 
-		if (tp_elf_lookup(o->path, "_Unwind_Resume", &at, NULL) || !at ||
-		    tp_calls_func_find(im, at + o->bias))
+		if (tp_fsyms_read(o->path, &fs))
 			continue;
-		if (tp_calls_func_add(s, im, im->pid, o, at + o->bias, "_Unwind_Resume",
-				      F_UNWIND) == -ENOMEM)
-			return -ENOMEM;
+		for (int k = 0; k < fs.n && r != -ENOMEM; k++) {
+			uint64_t at = fs.f[k].vaddr + o->bias;
+
+			for (int j = 0; j < fs.f[k].nnames; j++)
+				if (is_walker(fs.f[k].names[j]) && at >= o->lo && at < o->hi &&
+				    !tp_calls_func_find(im, at)) {
+					r = tp_calls_func_add(s, im, im->pid, o, at,
+							      fs.f[k].names[j], F_UNWIND);
+					break;
+				}
+		}
+		tp_fsyms_release(&fs);
+		if (r == -ENOMEM)
+			return r;
 	}
 	return 0;
 }
@@ -333,7 +368,7 @@ static int start(struct session *s, struct agent *a)
 		return r == -ESRCH ? r : -EIO;
 	/* the loader is done: objects and functions as the ptrace engine selects them */
 	im = tp_calls_image_new(s, a->pid, a->pid, false);
-	if (!im || tp_calls_add_pid(s, a->pid) || add_resume(s, im))
+	if (!im || tp_calls_add_pid(s, a->pid) || add_walkers(s, im))
 		return -ENOMEM;
 	r = block_new(s, im, a);
 	if (!r)
@@ -381,8 +416,9 @@ static const struct tp_proto *proto_of(struct session *s, struct func *f)
 	return f->proto;
 }
 
-/* The call on top of @t is over: with its return registers @ret (NULL: unwound). */
-static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *h, bool ret)
+/* The call on top of @t is over: returned with @h's registers, or, @h NULL, left as @why
+ * says. */
+static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *h, const char *why)
 {
 	struct rec *rc = &t->recs[--t->n];
 	struct stat_ent *e = tp_calls_stat_of(s, t->pid, rc->f);
@@ -392,9 +428,9 @@ static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *
 
 	if (!e || tp_calls_too_deep(s, t->n))
 		return;
-	if (!ret) {
+	if (!h) {
 		if (!s->o->summary && !s->o->min_ns)
-			tp_calls_line_call(s, t, rc, t->n, " = <unwound>");
+			tp_calls_line_call(s, t, rc, t->n, why);
 		return;
 	}
 	{
@@ -490,11 +526,34 @@ static void one(struct session *s, struct agent *a, const struct tp_hk_rec *h)
 	while (t->n) {
 		bool tail = t->recs[t->n - 1].aux;
 
-		finish(s, t, h, h->type == TP_HK_RETURN);
+		finish(s, t, h->type == TP_HK_RETURN ? h : NULL, " = <unwound>");
 		if (!tail)
 			break;
 	}
 	s->ret_tsc = 0;
+}
+
+/* Calls in flight of threads that ended (pthread_exit, or the whole process): after a last
+ * drain, they never return. */
+static uint64_t drain(struct session *s, struct agent *a);
+static void ended_threads(struct session *s, struct agent *a, bool all)
+{
+	bool drained = all;
+
+	for (int i = 0; i < s->nthreads; i++) {
+		struct thread *t = s->threads[i];
+
+		if (!t->n || (!all && syscall(SYS_tgkill, a->pid, t->tid, 0) == 0) ||
+		    (!all && errno != ESRCH))
+			continue;
+		if (!drained)
+			drain(s, a);
+		drained = true;
+		s->ret_tsc = __builtin_ia32_rdtsc();
+		while (t->n)
+			finish(s, t, NULL, " = <no return>");
+		s->ret_tsc = 0;
+	}
 }
 
 static uint64_t drain(struct session *s, struct agent *a)
@@ -543,6 +602,7 @@ int tp_calls_agent_run(struct session *s)
 	pid_t pid;
 	int r, st = 0;
 	bool ended = false;
+	uint64_t next = 0;
 
 	if (no) {
 		tp_err("%s is not supported with --engine agent yet", no);
@@ -569,12 +629,18 @@ int tp_calls_agent_run(struct session *s)
 			ended = true;
 			break;
 		}
+		if (tp_calls_now_ns() >= next) {
+			ended_threads(s, &a, false);
+			next = tp_calls_now_ns() + 50000000u;
+		}
 		tp_calls_lines_tick(s, false);
 		if (!busy)
 			usleep(NAP_US);
 	}
 	drain(s, &a);
-	/* calls still in flight (the program ended in them, or tracepad was interrupted) */
+	if (ended)
+		ended_threads(s, &a, true);
+	/* calls in flight when tracepad was interrupted finish untraced: no line */
 	for (int i = 0; i < s->nthreads; i++)
 		s->threads[i]->n = 0;
 	if (a.ctl->lost || a.ctl->no_ring || a.ctl->nested || a.ctl->deep)
