@@ -20,6 +20,9 @@
 /* an unwinder that walks the stack from here (_Unwind_RaiseException, _Unwind_Resume,
  * _Unwind_Backtrace...): every return address of the thread is put back first */
 #define TP_HK_F_WALK 0x4
+/* with TP_HK_F_WALK: the walk returns to the caller (backtrace): frames may return unseen
+ * until the next hook above it (TP_HK_RESTORED events) */
+#define TP_HK_F_RETURNS 0x10
 /* the unwinder is done (__cxa_begin_catch): the frames still live are hooked again */
 #define TP_HK_F_CATCH 0x8
 
@@ -43,10 +46,16 @@ enum tp_hk_type {
 	/* the innermost followed call's frame is gone without a return (longjmp, exception,
 	 * a thread's end): sp is its slot */
 	TP_HK_UNWOUND,
+	/* the frame at sp got its real return address back for an unwinder (its return is not
+	 * seen until it is hooked again: TP_HK_REHOOKED) */
+	TP_HK_RESTORED,
+	TP_HK_REHOOKED,
 };
 
 /* The record's flags. */
 #define TP_HK_R_FOLLOWED 0x1 /* ENTRY: its return will be an event (RETURN or UNWOUND) */
+/* UNWOUND: the frame had its real address back: it may as well have returned */
+#define TP_HK_R_LOST 0x2
 
 struct tp_hk_rec {
 	uint32_t size;	/* of the record: sizeof(struct tp_hk_rec) */

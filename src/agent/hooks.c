@@ -38,6 +38,7 @@ struct sframe {
 };
 #define SF_EVENTS 0x1	/* its return (or unwinding) is an event */
 #define SF_RESTORED 0x2 /* the real address is back in the slot, for an unwinder */
+#define SF_LOSSY 0x4	/* by an unwinder that returns: the frame may return unseen */
 
 struct shadow {
 	int32_t tid; /* its thread; 0: free */
@@ -169,7 +170,9 @@ static struct shadow *shadow_of(struct hstate *t)
 
 /* An unwinder is about to walk the stack: every followed frame gets its real return
  * address back, so that the unwinder finds the callers' unwind tables. */
-static void restore(struct shadow *s)
+static void emit(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func, uint64_t sp,
+		 const uint64_t *regs, int nregs);
+static void restore(struct hstate *t, struct shadow *s, int lossy)
 {
 	uint64_t tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
 
@@ -178,7 +181,9 @@ static void restore(struct shadow *s)
 
 		if (!(f->flags & SF_RESTORED) && *(volatile uint64_t *)f->slot == tramp) {
 			*(volatile uint64_t *)f->slot = f->ret;
-			f->flags |= SF_RESTORED;
+			f->flags |= SF_RESTORED | (lossy ? SF_LOSSY : 0);
+			if (lossy && (f->flags & SF_EVENTS))
+				emit(t, TP_HK_RESTORED, 0, f->func, f->slot, NULL, 0);
 		}
 	}
 }
@@ -186,7 +191,7 @@ static void restore(struct shadow *s)
 /* The unwinder is done (the thread runs above where it started: a catch, a cleanup, or
  * the return of _Unwind_Backtrace): frames still live (slot above @sp, or at @sp for a
  * return) and holding their real address are hooked again. */
-static void rehook(struct shadow *s, uint64_t sp, int at_return)
+static void rehook(struct hstate *t, struct shadow *s, uint64_t sp, int at_return, int rec)
 {
 	uint64_t tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
 
@@ -196,20 +201,24 @@ static void rehook(struct shadow *s, uint64_t sp, int at_return)
 		if ((f->flags & SF_RESTORED) && (f->slot > sp || (at_return && f->slot == sp)) &&
 		    *(volatile uint64_t *)f->slot == f->ret) {
 			*(volatile uint64_t *)f->slot = tramp;
-			f->flags &= ~SF_RESTORED;
+			if (rec && (f->flags & SF_EVENTS) && (f->flags & SF_LOSSY))
+				emit(t, TP_HK_REHOOKED, 0, f->func, f->slot, NULL, 0);
+			f->flags &= ~(SF_RESTORED | SF_LOSSY);
 		}
 	}
 	s->walk_sp = 0;
 }
 
-/* Frames above index @keep are gone without returning (longjmp, an exception). */
-static void drop(struct hstate *t, struct shadow *s, uint32_t keep, int rec)
+/* Frames above index @keep are gone without returning (longjmp, an exception); one whose
+ * real return address was back may have returned, unless an exception is caught (@caught). */
+static void drop(struct hstate *t, struct shadow *s, uint32_t keep, int rec, int caught)
 {
 	while (s->n > keep) {
 		struct sframe *f = &s->f[--s->n];
 
 		if (rec && (f->flags & SF_EVENTS))
-			emit(t, TP_HK_UNWOUND, 0, f->func, f->slot, NULL, 0);
+			emit(t, TP_HK_UNWOUND, (f->flags & SF_LOSSY) && !caught ? TP_HK_R_LOST : 0,
+			     f->func, f->slot, NULL, 0);
 	}
 }
 
@@ -244,11 +253,11 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		while (keep &&
 		       (s->f[keep - 1].slot < r->rsp || (s->f[keep - 1].slot == r->rsp && !tail)))
 			keep--;
-		drop(t, s, keep, 1);
+		drop(t, s, keep, 1, !!(flags & TP_HK_F_CATCH));
 		if (s->walk_sp && r->rsp > s->walk_sp)
-			rehook(s, r->rsp, 0);
+			rehook(t, s, r->rsp, 0, 1);
 		if (flags & TP_HK_F_WALK) {
-			restore(s);
+			restore(t, s, !!(flags & TP_HK_F_RETURNS));
 			s->walk_sp = r->rsp;
 		}
 	}
@@ -288,13 +297,13 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 	__atomic_add_fetch(&hk.busy, 1, __ATOMIC_SEQ_CST);
 	rec = recording(t) && hk.ctl;
 	if (s->walk_sp && sp > s->walk_sp)
-		rehook(s, sp, 1);
+		rehook(t, s, sp, 1, rec);
 	for (k = (int)s->n - 1; k >= 0; k--)
 		if (s->f[k].slot == slot && !(s->f[k].flags & SF_RESTORED))
 			break;
 	if (k < 0)
 		__builtin_trap(); /* the shadow stack lost this frame: a bug */
-	drop(t, s, (uint32_t)k + 1, rec);
+	drop(t, s, (uint32_t)k + 1, rec, 0);
 	if (rec && (s->f[k].flags & SF_EVENTS)) {
 		const uint64_t v[2] = {rax, rdx};
 

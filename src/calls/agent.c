@@ -25,6 +25,10 @@
 #define RINGS 32
 #define RING_SIZE (4096u * 1024)
 #define NAP_US 250 /* between two drains that found nothing */
+/* struct rec's aux here: a tail call (it returns with the frame below), a frame whose return
+ * address was put back for an unwinder (its return may pass unseen) */
+#define REC_TAIL 0x1
+#define REC_LOST 0x2
 
 struct agent {
 	int fd;
@@ -143,6 +147,8 @@ static uint32_t hook_flags(struct session *s, struct image *im, const struct fun
 		return 0;
 	if (f->kind == F_UNWIND || f->kind == F_BACKTRACE || is_walker(f->name))
 		fl |= TP_HK_F_WALK;
+	if (f->kind == F_BACKTRACE || strstr(f->name, "backtrace") || strstr(f->name, "Backtrace"))
+		fl |= fl & TP_HK_F_WALK ? TP_HK_F_RETURNS : 0;
 	if (f->kind == F_CATCH)
 		fl |= TP_HK_F_CATCH;
 	if (!f->shown || f->kind == F_RESOLVER || f->kind == F_RBRK)
@@ -473,7 +479,7 @@ static void on_entry(struct session *s, struct agent *a, struct thread *t,
 		return;
 	rc->f = f;
 	rc->npcs = 0;
-	rc->aux = tail;
+	rc->aux = tail ? REC_TAIL : 0;
 	rc->entry_tsc = h->tsc;
 	rc->stall0 = 0;
 	rc->args[0] = 0;
@@ -521,12 +527,22 @@ static void one(struct session *s, struct agent *a, const struct tp_hk_rec *h)
 		on_entry(s, a, t, h);
 		return;
 	}
+	if (h->type == TP_HK_RESTORED || h->type == TP_HK_REHOOKED) {
+		/* an unwinder's walk: the frame's return may pass unseen meanwhile */
+		for (unsigned i = t->n; i-- > 0;)
+			if (t->recs[i].c.sp == h->sp && !(t->recs[i].aux & REC_TAIL)) {
+				t->recs[i].aux = h->type == TP_HK_RESTORED ? REC_LOST : 0;
+				break;
+			}
+		return;
+	}
 	/* tail-called frames above go with the frame that returns */
 	s->ret_tsc = h->tsc;
 	while (t->n) {
-		bool tail = t->recs[t->n - 1].aux;
+		bool tail = t->recs[t->n - 1].aux & REC_TAIL;
 
-		finish(s, t, h->type == TP_HK_RETURN ? h : NULL, " = <unwound>");
+		finish(s, t, h->type == TP_HK_RETURN ? h : NULL,
+		       h->flags & TP_HK_R_LOST ? " = <return not followed>" : " = <unwound>");
 		if (!tail)
 			break;
 	}
@@ -551,7 +567,9 @@ static void ended_threads(struct session *s, struct agent *a, bool all)
 		drained = true;
 		s->ret_tsc = __builtin_ia32_rdtsc();
 		while (t->n)
-			finish(s, t, NULL, " = <no return>");
+			finish(s, t, NULL,
+			       t->recs[t->n - 1].aux & REC_LOST ? " = <return not followed>"
+								: " = <no return>");
 		s->ret_tsc = 0;
 	}
 }
@@ -575,7 +593,7 @@ static uint64_t drain(struct session *s, struct agent *a)
 			if (h->size < 8 || h->size > left ||
 			    (h->type != TP_FTP_REC_FILL &&
 			     (h->size != sizeof(*h) || h->type < TP_HK_ENTRY ||
-			      h->type > TP_HK_UNWOUND ||
+			      h->type > TP_HK_REHOOKED ||
 			      (h->type == TP_HK_ENTRY && h->func >= a->n)))) {
 				tp_warn("--engine agent: a broken record in ring %u: ring dropped",
 					i);

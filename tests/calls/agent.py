@@ -93,6 +93,33 @@ for what, prog, sel in cases:
           "agent:\n%s\nptrace:\n%s" % ("\n".join(map(str, shape(a)[:12])),
                                        "\n".join(map(str, shape(p)[:12]))))
 
+# Stack walks through hooked frames (backtrace(), with the unwinder glibc loads at its first
+# call; pthread_exit's forced unwind and its cleanup handler): the program's output unchanged.
+walk = target("calls-walk")
+nat = run([walk])
+a = calls(AGENT + ["-e", "calls-walk:walk_*"], [walk])
+p = calls(["-e", "calls-walk:walk_*"], [walk])
+check(nat.rc == 0 and "cleanup 41\n" in nat.out and a.rc == 0 and a.out == nat.out,
+      "stack walks: output and exit status unchanged", a)
+ends = [(c.function, c.args, c.ret) for c in a.calls if c.function in ("walk_exit", "walk_body")]
+check(sorted(ends) == sorted((f, [v], "<no return>") for v in (41, 42)
+                             for f in ("walk_exit", "walk_body")),
+      "stack walks: calls that pthread_exit left never return", ends)
+# backtrace() gives the frames their real return addresses: their returns may pass unseen
+# until the next hooked call above, and are said to be (never a wrong value)
+want = {(c.function, tuple(c.args)): c.ret for c in p.calls if c.function in
+        ("walk_top", "walk_mid", "walk_leaf")}
+got = [(c.function, tuple(c.args), c.ret) for c in a.calls if c.function in
+       ("walk_top", "walk_mid", "walk_leaf")]
+check(len(got) == 12 and all(r in (want.get((f, x)), "<return not followed>") for f, x, r in got),
+      "stack walks: the walking frames' returns right, or said to be unseen", got)
+cnt = {}
+for r in (a, p):
+    cnt[r is a] = sorted((c.function, c.args[:1]) for c in r.calls
+                         if c.function.startswith("walk_"))
+check(cnt[True] == cnt[False], "stack walks: the ptrace engine's calls",
+      "agent %r\nptrace %r" % (cnt[True], cnt[False]))
+
 # A real program: pigz's threads calling libz.
 with tempfile.TemporaryDirectory(prefix="tp-agent-") as d:
     data = os.path.join(d, "data")
