@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -24,7 +26,9 @@
 
 #define RINGS 32
 #define RING_SIZE (4096u * 1024)
-#define NAP_US 250 /* between two drains that found nothing */
+#define NAP_US 250	   /* between two drains that found nothing */
+#define DETACH_ROUNDS 2000 /* rounds of 1 ms for threads to leave the hooks */
+#define ORIG_LEN 16	   /* bytes compared before and after, at each address */
 /* struct rec's aux here: a tail call (it returns with the frame below), a frame whose return
  * address was put back for an unwinder (its return may pass unseen) */
 #define REC_TAIL 0x1
@@ -38,21 +42,23 @@ struct agent {
 	struct func **func_of; /* block index -> function */
 	uint32_t n;
 	pid_t pid;
+	uint8_t (*orig)[ORIG_LEN]; /* the code at each hooked address before */
+	uint64_t detach_pc;
+	char path[PATH_MAX]; /* the agent's, as the process maps it */
+	bool live;	     /* the hooks are in the program */
 };
 
 /* Options the agent engine does not have yet: the first one given, or NULL. */
 static const char *unsupported(const struct tp_calls_opts *o)
 {
-	return o->pid		 ? "-p"
-	       : o->follow	 ? "-f"
-	       : o->bt		 ? "--bt"
-	       : o->trace_dir	 ? "--trace"
-	       : o->nplugins	 ? "--plugin"
-	       : o->syscalls	 ? "-S"
-	       : o->ncallers	 ? "-C"
-	       : o->entry	 ? "--entry"
-	       : o->duration > 0 ? "--duration"
-				 : NULL;
+	return o->follow      ? "-f"
+	       : o->bt	      ? "--bt"
+	       : o->trace_dir ? "--trace"
+	       : o->nplugins  ? "--plugin"
+	       : o->syscalls  ? "-S"
+	       : o->ncallers  ? "-C"
+	       : o->entry     ? "--entry"
+			      : NULL;
 }
 
 /* ---- start ---- */
@@ -313,6 +319,8 @@ static int load_agent(struct session *s, struct agent *a, pid_t *tid)
 		goto out;
 	}
 	*tid = ag.tid;
+	snprintf(a->path, sizeof(a->path), "%s", ag.path);
+	a->detach_pc = a->ctl->detach_pc;
 	/* written by the agent: trusted only inside its own text */
 	if (!tp_proc_agent_mapped(a->pid, ag.path, a->ctl->install_pc) ||
 	    !tp_proc_agent_mapped(a->pid, ag.path, a->ctl->detach_pc))
@@ -352,15 +360,20 @@ static int move_threads(struct session *s, struct agent *a)
 	return 0;
 }
 
-static int start(struct session *s, struct agent *a)
+/* Launch the program to its entry point, or attach to -p's process: every thread stopped. */
+static int take(struct session *s, struct agent *a)
 {
 	struct tp_launch l = {.argv = s->o->argv, .cpu = -1};
-	struct image *im;
-	uint64_t bad = 0;
-	unsigned failed = 0;
-	pid_t tid;
 	int r;
 
+	if (s->o->pid) {
+		r = tp_proc_attach(s->o->pid, 0, &s->p);
+		if (r)
+			tp_err("cannot attach to %d: %s", s->o->pid,
+			       r == -ESRCH ? "no such process" : strerror(-r));
+		a->pid = s->o->pid;
+		return r;
+	}
 	r = tp_proc_launch(&l, &s->p);
 	if (r) {
 		tp_err("cannot run %s: %s", s->o->argv[0],
@@ -370,13 +383,31 @@ static int start(struct session *s, struct agent *a)
 	s->launched = true;
 	a->pid = tp_proc_pid(s->p);
 	r = to_entry(s, a->pid);
+	return r && r != -ESRCH ? -EIO : r;
+}
+
+static int start(struct session *s, struct agent *a)
+{
+	struct image *im;
+	uint64_t bad = 0;
+	unsigned failed = 0;
+	pid_t tid;
+	int r;
+
+	r = take(s, a);
 	if (r)
-		return r == -ESRCH ? r : -EIO;
+		return r;
 	/* the loader is done: objects and functions as the ptrace engine selects them */
 	im = tp_calls_image_new(s, a->pid, a->pid, false);
 	if (!im || tp_calls_add_pid(s, a->pid) || add_walkers(s, im))
 		return -ENOMEM;
 	r = block_new(s, im, a);
+	a->orig = calloc(a->n ? a->n : 1, ORIG_LEN);
+	if (!r && !a->orig)
+		r = -ENOMEM;
+	for (uint32_t j = 0; !r && j < a->n; j++)
+		if (tp_proc_read(a->pid, a->hfs[j].addr, a->orig[j], ORIG_LEN) != ORIG_LEN)
+			r = -EIO;
 	if (!r)
 		r = load_agent(s, a, &tid);
 	if (r)
@@ -389,6 +420,7 @@ static int start(struct session *s, struct agent *a)
 		tp_err("--engine agent: cannot place the hooks: %s", strerror(-r));
 		return r == -ESRCH ? r : -EIO;
 	}
+	a->live = true;
 	for (uint32_t j = 0; j < a->n; j++) {
 		const struct tp_hk_func *x = &a->hfs[j];
 
@@ -613,14 +645,100 @@ static uint64_t drain(struct session *s, struct agent *a)
 
 /* ---- the job ---- */
 
+static int leave(struct session *s, struct agent *a);
+
+/* Threads whose trap at a hook's int3 tracepad took as it attached (a breakpoint stop, which
+ * detaching would not deliver) go back to the hooked instruction, whose bytes are the
+ * program's again: otherwise they would resume one byte into it.  Other stops stay queued. */
+static void traps_back(struct session *s, struct agent *a)
+{
+	pid_t tids[4096];
+	int n = tp_proc_tasks(s->p, tids, 4096);
+	struct tp_event keep[64];
+	int nkeep = 0;
+
+	for (int i = 0; i < n && i < 4096; i++) {
+		while (tp_proc_queued(s->p, tids[i]) && nkeep < 64) {
+			struct tp_event ev;
+			uint64_t pc;
+			bool ours = false;
+
+			if (tp_proc_wait(s->p, &ev))
+				break;
+			if (ev.kind == TP_EV_BREAKPOINT && !tp_proc_get_pc(ev.tid, &pc))
+				for (uint32_t j = 0; j < a->n && !ours; j++)
+					ours = a->hfs[j].addr == pc - 1;
+			if (ours)
+				tp_proc_set_pc(ev.tid, pc - 1);
+			else
+				keep[nkeep++] = ev;
+		}
+	}
+	for (int k = 0; k < nkeep; k++)
+		tp_proc_requeue(s->p, &keep[k]);
+}
+
+/* The program still runs (-p, or tracepad interrupted): every thread stopped, the pads out,
+ * threads out of the hooks, the block unmapped by the agent, the code compared with what it
+ * was, and the program let go.  Frames hooked meanwhile still return through the agent's
+ * trampoline, which records nothing any more. */
+static int leave(struct session *s, struct agent *a)
+{
+	uint64_t busy = 0;
+	pid_t tid;
+	int r;
+
+	r = tp_proc_attach(a->pid, 0, &s->p);
+	if (r)
+		return r == -ESRCH ? 0 : r;
+	if (!tp_proc_agent_mapped(a->pid, a->path, a->detach_pc))
+		goto out; /* an execve took the agent and its hooks away */
+	tid = tp_proc_loader_task(s->p, a->pid);
+	for (int round = 0; round < DETACH_ROUNDS; round++) {
+		r = tp_proc_inject_fcall(s->p, a->pid, tid, a->detach_pc, (const uint64_t[6]){0},
+					 false, &busy);
+		tp_dbg("calls: detach in %d: %d busy %lld", tid, r, (long long)busy);
+		if (r || (int64_t)busy <= 0)
+			break;
+		/* a thread inside a hook (maybe waiting for room in its ring) */
+		drain(s, a);
+		tp_proc_resume_all(s->p);
+		usleep(1000);
+		drain(s, a);
+		r = tp_proc_stop_all(s->p, 0);
+		if (r)
+			break;
+	}
+	if (!r && busy)
+		tp_warn("--engine agent: a thread stayed inside a hook: the agent's block stays "
+			"mapped in the program");
+	if (!r && !busy)
+		traps_back(s, a);
+	for (uint32_t j = 0; !r && j < a->n; j++) {
+		uint8_t now[ORIG_LEN];
+
+		if (tp_proc_read(a->pid, a->hfs[j].addr, now, ORIG_LEN) == ORIG_LEN &&
+		    memcmp(now, a->orig[j], ORIG_LEN)) {
+			tp_err("--engine agent: the code of %s is not what it was",
+			       a->func_of[j]->name);
+			r = -EIO;
+		}
+	}
+out:
+	a->live = false;
+	tp_proc_detach(s->p);
+	s->p = NULL;
+	return r == -ESRCH ? 0 : r;
+}
+
 int tp_calls_agent_run(struct session *s)
 {
 	const char *no = unsupported(s->o);
 	struct agent a = {.fd = -1};
 	pid_t pid;
-	int r, st = 0;
+	int r, st = 0, pfd = -1;
 	bool ended = false;
-	uint64_t next = 0;
+	uint64_t next = 0, deadline = 0;
 
 	if (no) {
 		tp_err("%s is not supported with --engine agent yet", no);
@@ -629,8 +747,15 @@ int tp_calls_agent_run(struct session *s)
 	s->agent = true;
 	r = start(s, &a);
 	if (r) {
-		if (s->p)
+		/* a launched program goes, an attached one is let go as it was */
+		if (s->launched) {
 			tp_proc_kill(s->p);
+		} else {
+			tp_proc_detach(s->p);
+			if (a.live)
+				leave(s, &a);
+		}
+		s->p = NULL;
 		r = 2;
 		goto out;
 	}
@@ -639,11 +764,21 @@ int tp_calls_agent_run(struct session *s)
 	/* no ptrace stop from here on: the program runs, the rings are drained */
 	tp_proc_detach(s->p);
 	s->p = NULL;
-	while (!(s->o->stop && *s->o->stop)) {
+	if (!s->launched)
+		pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (s->o->pid && s->o->duration > 0)
+		deadline = tp_calls_now_ns() + (uint64_t)(s->o->duration * 1e9);
+	while (!(s->o->stop && *s->o->stop) && !(deadline && tp_calls_now_ns() >= deadline)) {
+		struct pollfd pf = {.fd = pfd, .events = POLLIN};
 		bool busy = drain(s, &a) > 0;
-		pid_t w = waitpid(pid, &st, WNOHANG);
 
-		if (w == pid && (WIFEXITED(st) || WIFSIGNALED(st))) {
+		if (s->launched) {
+			if (waitpid(pid, &st, WNOHANG) == pid &&
+			    (WIFEXITED(st) || WIFSIGNALED(st))) {
+				ended = true;
+				break;
+			}
+		} else if (pfd < 0 ? kill(pid, 0) && errno == ESRCH : poll(&pf, 1, 0) > 0) {
 			ended = true;
 			break;
 		}
@@ -655,6 +790,13 @@ int tp_calls_agent_run(struct session *s)
 		if (!busy)
 			usleep(NAP_US);
 	}
+	if (pfd >= 0)
+		close(pfd);
+	drain(s, &a);
+	if (!ended && leave(s, &a))
+		r = 1;
+	else
+		r = 0;
 	drain(s, &a);
 	if (ended)
 		ended_threads(s, &a, true);
@@ -666,15 +808,14 @@ int tp_calls_agent_run(struct session *s)
 			" of threads without a ring, %" PRIu64 " in signal handlers inside a "
 			"hook, %" PRIu64 " too deep",
 			a.ctl->lost, a.ctl->no_ring, a.ctl->nested, a.ctl->deep);
-	if (ended) {
+	if (ended && s->launched) {
 		struct thread *t = thread_get(s, pid, pid);
 
 		if (t)
 			tp_calls_event_exit(s, t, st);
-		r = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-	} else {
-		/* as strace: the program runs on to its own end; its hooks go inert once the
-		 * agent finds tracepad gone */
+		r = r ? r : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+	} else if (s->launched && !r) {
+		/* as strace: the program runs on to its own end, without the hooks */
 		r = 128 + *s->o->stop;
 	}
 out:
@@ -683,5 +824,6 @@ out:
 	if (a.fd >= 0)
 		close(a.fd);
 	free(a.func_of);
+	free(a.orig);
 	return r;
 }

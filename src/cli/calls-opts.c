@@ -47,7 +47,8 @@ const char tp_cli_calls_usage[] =
     "  --plugin NAME|PATH[:ARGS]  load a plugin (built-in: memory); repeatable\n"
     "  --engine E             ptrace (breakpoints, the default) or agent (hooks placed\n"
     "                         in the program by the agent: no stop a call; -e, -l, -c,\n"
-    "                         --json, --sort, -T, -s, -t, -r, --depth, --time-filter only)\n"
+    "                         --json, --sort, -T, -s, -t, -r, --depth, --time-filter,\n"
+    "                         -p, --duration only)\n"
     "  -p, --pid PID          attach to a running process and all its threads\n"
     "  --duration SECONDS     with -p: detach after SECONDS\n"
     "  -h, --help             show this help\n";

@@ -2,11 +2,15 @@
 """tracepad calls --engine agent against the ptrace engine on the same targets: the same
 calls with the same integer arguments, return values and depths, exact counts on one and on
 4 threads, longjmp and C++ exceptions through hooked frames (the program's output and exit
-status unchanged), and a real program (pigz -9 with -e 'libz*:*': its output identical,
--c counts equal to the ptrace engine's).  The agent engine starts at the entry point, so the
-objects' constructors (run before it) are left out of the comparisons."""
+status unchanged), stack walks (backtrace, pthread_exit), a real program (pigz -9 with
+-e 'libz*:*': its output identical, -c counts equal to the ptrace engine's), and cycles of
+attach, trace, detach (-p) with the code checked after each.  The agent engine starts at the
+entry point, so the objects' constructors (run before it) are left out of the
+comparisons."""
 import os
 import re
+import signal
+import subprocess
 import tempfile
 
 from tpcalls import check, done, calls, run, target
@@ -137,8 +141,60 @@ with tempfile.TemporaryDirectory(prefix="tp-agent-") as d:
           "pigz -9: -c: the ptrace engine's counts",
           "agent %r\nptrace %r" % (counts(ca), counts(cp)))
 
+# Attach, trace 0.5 s, detach, again and again, on a running target whose 4 threads check
+# every result (a fifth one sleeps in a traced call): it survives with all its checks passed,
+# and after each detach the text of libtpcalls.so is what it was.
+def lib_text(pid):
+    """The bytes of libtpcalls.so's executable mapping in process @pid."""
+    with open("/proc/%d/maps" % pid) as f:
+        for ln in f:
+            if "libtpcalls.so" in ln and " r-x" in ln:
+                lo, hi = (int(x, 16) for x in ln.split()[0].split("-"))
+                with open("/proc/%d/mem" % pid, "rb") as m:
+                    m.seek(lo)
+                    return m.read(hi - lo)
+    return None
+
+
+loop = subprocess.Popen([multi, "loop"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+try:
+    first = loop.stdout.readline()
+    check(first == "ready %d\n" % loop.pid, "attach: the target is running", first)
+    text = lib_text(loop.pid)
+    for i in range(8):
+        # odd cycles: -c of three functions; even ones: the lines of tpc_add
+        sel = "libtpcalls:tpc_add,libtpcalls:tpc_word,libtpcalls:tpc_sleep"
+        opts = AGENT + ["--duration", "0.5"] + (["-c", "--json", "-e", sel] if i % 2
+                                                else ["-e", "libtpcalls:tpc_add"])
+        r = calls(opts, pid=loop.pid, timeout=60)
+        alive = loop.poll() is None
+        if i % 2:
+            got = {f[1]: v[0] for f, v in counts(r).items()}
+            ok = all(got.get(f, 0) > 0 for f in ("tpc_add", "tpc_word", "tpc_sleep"))
+        else:
+            cs = r.calls
+            ok = cs and all(c.function == "tpc_add" and c.retint == sum(c.args) for c in cs)
+        check(r.rc == 0 and alive and ok and not r.err,
+              "attach cycle %d: calls traced right, detached" % i, r)
+        check(alive and lib_text(loop.pid) == text and text,
+              "attach cycle %d: the library's code as it was before" % i)
+        if not alive:
+            break
+    st = open("/proc/%d/status" % loop.pid).read() if loop.poll() is None else ""
+    check(re.search(r"^TracerPid:\s+0$", st, re.M), "attach: the target is left untraced")
+    loop.send_signal(signal.SIGUSR1)
+    out, err = loop.communicate(timeout=60)
+    m = re.search(r"^calls (\d+) failures (\d+)$", out, re.M)
+    check(loop.returncode == 0 and m and int(m.group(2)) == 0,
+          "attach: the target survived and all its checks passed", out[-300:] + err[-300:])
+finally:
+    if loop.poll() is None:
+        loop.kill()
+        loop.wait()
+
 # What the engine does not do yet is refused with one line naming the option.
-for opt in (["--bt"], ["-f"], ["--plugin", "memory"], ["-S"], ["--entry"]):
+for opt in (["--bt"], ["-f"], ["--plugin", "memory"], ["-S"], ["--entry"], ["--trace", "/tmp"]):
     r = calls(AGENT + LIB + opt, [target("calls-lazy"), "3"])
     lines = r.err.strip().splitlines()
     check(r.rc == 2 and len(lines) == 1 and opt[0] in lines[0],
