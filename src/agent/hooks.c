@@ -34,7 +34,8 @@ struct sframe {
 	uint64_t slot; /* where its return address is (the caller's rsp - 8) */
 	uint64_t ret;  /* the real return address */
 	uint32_t func;
-	uint32_t flags; /* SF_* */
+	uint16_t flags; /* SF_* */
+	uint16_t gen;	/* the session that hooked it: its events go to that session only */
 };
 #define SF_EVENTS 0x1	/* its return (or unwinding) is an event */
 #define SF_RESTORED 0x2 /* the real address is back in the slot, for an unwinder */
@@ -43,6 +44,10 @@ struct sframe {
 struct shadow {
 	int32_t tid; /* its thread; 0: free */
 	uint32_t n;
+	/* its thread is in the trampoline's use of the block: a plain store, read by the detach
+	 * with every other thread stopped (a stop orders its stores), so no locked add */
+	volatile uint32_t busy;
+	uint32_t pad;
 	uint64_t walk_sp; /* an unwinder started below this: frames put back until it is over */
 	struct sframe f[SHADOW_MAX];
 };
@@ -54,7 +59,6 @@ static struct {
 	struct tp_ag_rings rs;
 	uint32_t gen;
 	int on, forked, atfork;
-	int busy; /* threads in the trampoline's use of the block */
 	struct tp_rt_pad *pads[TP_HK_MAX_FUNCS];
 	uint64_t addrs[TP_HK_MAX_FUNCS];
 	uint32_t npads;
@@ -182,7 +186,7 @@ static void restore(struct hstate *t, struct shadow *s, int lossy)
 		if (!(f->flags & SF_RESTORED) && *(volatile uint64_t *)f->slot == tramp) {
 			*(volatile uint64_t *)f->slot = f->ret;
 			f->flags |= SF_RESTORED | (lossy ? SF_LOSSY : 0);
-			if (lossy && (f->flags & SF_EVENTS))
+			if (lossy && (f->flags & SF_EVENTS) && f->gen == (uint16_t)hk.gen)
 				emit(t, TP_HK_RESTORED, 0, f->func, f->slot, NULL, 0);
 		}
 	}
@@ -201,7 +205,8 @@ static void rehook(struct hstate *t, struct shadow *s, uint64_t sp, int at_retur
 		if ((f->flags & SF_RESTORED) && (f->slot > sp || (at_return && f->slot == sp)) &&
 		    *(volatile uint64_t *)f->slot == f->ret) {
 			*(volatile uint64_t *)f->slot = tramp;
-			if (rec && (f->flags & SF_EVENTS) && (f->flags & SF_LOSSY))
+			if (rec && (f->flags & SF_EVENTS) && (f->flags & SF_LOSSY) &&
+			    f->gen == (uint16_t)hk.gen)
 				emit(t, TP_HK_REHOOKED, 0, f->func, f->slot, NULL, 0);
 			f->flags &= ~(SF_RESTORED | SF_LOSSY);
 		}
@@ -216,7 +221,7 @@ static void drop(struct hstate *t, struct shadow *s, uint32_t keep, int rec, int
 	while (s->n > keep) {
 		struct sframe *f = &s->f[--s->n];
 
-		if (rec && (f->flags & SF_EVENTS))
+		if (rec && (f->flags & SF_EVENTS) && f->gen == (uint16_t)hk.gen)
 			emit(t, TP_HK_UNWOUND, (f->flags & SF_LOSSY) && !caught ? TP_HK_R_LOST : 0,
 			     f->func, f->slot, NULL, 0);
 	}
@@ -272,8 +277,8 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		emit(t, TP_HK_ENTRY, follow ? TP_HK_R_FOLLOWED : 0, k, r->rsp, args, 6);
 	}
 	if (follow) {
-		s->f[s->n] =
-		    (struct sframe){r->rsp, *slot, k, (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0};
+		s->f[s->n] = (struct sframe){
+		    r->rsp, *slot, k, (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0, (uint16_t)hk.gen};
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		s->n++;
 		*slot = tramp;
@@ -294,7 +299,8 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 	if (!s)
 		__builtin_trap(); /* no frame of ours could have come here */
 	t->in = 1;
-	__atomic_add_fetch(&hk.busy, 1, __ATOMIC_SEQ_CST);
+	s->busy = 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	rec = recording(t) && hk.ctl;
 	if (s->walk_sp && sp > s->walk_sp)
 		rehook(t, s, sp, 1, rec);
@@ -304,14 +310,15 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 	if (k < 0)
 		__builtin_trap(); /* the shadow stack lost this frame: a bug */
 	drop(t, s, (uint32_t)k + 1, rec, 0);
-	if (rec && (s->f[k].flags & SF_EVENTS)) {
+	if (rec && (s->f[k].flags & SF_EVENTS) && s->f[k].gen == (uint16_t)hk.gen) {
 		const uint64_t v[2] = {rax, rdx};
 
 		emit(t, TP_HK_RETURN, 0, s->f[k].func, slot, v, 2);
 	}
 	ret = s->f[k].ret;
 	s->n = (uint32_t)k;
-	__atomic_sub_fetch(&hk.busy, 1, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	s->busy = 0;
 	t->in = in;
 	return ret;
 }
@@ -476,7 +483,11 @@ __attribute__((visibility("default"))) long tracepad_hooks_detach(void)
 	if (!hk.ctl)
 		return 0;
 	__atomic_store_n(&hk.on, 0, __ATOMIC_SEQ_CST);
-	busy = __atomic_load_n(&hk.busy, __ATOMIC_SEQ_CST);
+	busy = 0;
+	for (uint32_t i = 0; i < __atomic_load_n(&hk.nshadows, __ATOMIC_ACQUIRE) && i < SHADOWS_MAX;
+	     i++)
+		if (hk.shadows[i] && hk.shadows[i]->busy)
+			busy++;
 	for (uint32_t i = 0; i < hk.npads; i++) {
 		if (hk.pads[i])
 			tp_rt_pad_unlink(hk.pads[i]);
