@@ -79,6 +79,16 @@ for rep in range(2):
               "got %d" % len(mine))
     check(sorted(per) == sorted(th), "threads #%d: lines of exactly the 4 threads" % rep)
 
+# Nested calls and a tail call (tpc_tail jumps to tpc_c: both return through one address),
+# with -T: the ptrace engine's lines, each with its duration.
+sel = ["-e", "libtpcalls:tpc_[abct]*"]
+a = calls(AGENT + sel + ["-T"], [multi, "nest"])
+p = calls(sel, [multi, "nest"])
+check(a.rc == 0 and shape(a) == shape(p) and len(shape(a)) == 15
+      and all(c.seconds is not None for c in a.calls),
+      "nested and tail calls, -T: the ptrace engine's lines, with durations",
+      "agent:\n%s\nptrace:\n%s" % (a.text[:800], p.text[:800]))
+
 # Frames left by longjmp and by C++ exceptions: the program unchanged, the same lines.
 cases = [("longjmp", [multi, "longjmp"], LIB)]
 exc = target("calls-exc")
