@@ -447,15 +447,19 @@ __attribute__((visibility("default"))) int tracepad_hooks_install(void)
 		return -1;
 	for (uint32_t i = 0; i < c->nfuncs; i++)
 		hk.addrs[i] = hk.funcs[i].addr;
-	__atomic_store_n(&hk.on, 1, __ATOMIC_RELEASE);
-	__atomic_or_fetch(&c->state, TP_HK_ST_ACTIVE, __ATOMIC_RELEASE);
+	/* on once every pad is placed: the placing code's own calls of hooked functions (libZydis
+	 * calls memcpy) are no events */
 	for (uint32_t i = 0; i < c->nfuncs; i++) {
 		struct tp_hk_func *f = &hk.funcs[i];
 		/* every other hooked entry is a branch target no jmp may cover */
 		struct tp_rt_pad_where w = {f->fn_lo, f->fn_hi, hk.addrs, c->nfuncs};
 		struct tp_rt_pad *pad = NULL;
-		int err = tp_rt_pad_install(f->addr, hit, (void *)(uintptr_t)i, TP_RT_PAD_STOPPED,
-					    &w, &pad);
+		/* without the function's bounds, a jmp could cover the next function's first
+		 * bytes (and the relocator would ask the loader, whose lock a stopped thread may
+		 * hold): the int3 path */
+		int err = tp_rt_pad_install(f->addr, hit, (void *)(uintptr_t)i,
+					    TP_RT_PAD_STOPPED | (f->fn_hi ? 0 : TP_RT_PAD_TRAP), &w,
+					    &pad);
 
 		f->err = err;
 		hk.pads[i] = err ? NULL : pad;
@@ -469,6 +473,8 @@ __attribute__((visibility("default"))) int tracepad_hooks_install(void)
 		f->ninsn = (uint32_t)tp_rt_pad_layout(pad, f->ioff, f->icopy, TP_FTP_MAX_INSNS);
 	}
 	hk.npads = c->nfuncs;
+	__atomic_store_n(&hk.on, 1, __ATOMIC_RELEASE);
+	__atomic_or_fetch(&c->state, TP_HK_ST_ACTIVE, __ATOMIC_RELEASE);
 	return bad;
 }
 

@@ -46,6 +46,9 @@ struct agent {
 	uint64_t detach_pc;
 	char path[PATH_MAX]; /* the agent's, as the process maps it */
 	bool live;	     /* the hooks are in the program */
+	uint64_t own[64];    /* libc's functions the agent and libZydis call (own_funcs) */
+	int nown;
+	unsigned nskipped; /* selected, but one of those */
 };
 
 /* Options the agent engine does not have yet: the first one given, or NULL. */
@@ -133,6 +136,71 @@ static bool is_walker(const char *name)
 	return false;
 }
 
+/* libc's functions that the agent and libZydis call, some while the hooks are placed under
+ * ptrace, when an int3 hit would stop the placing call, others at exit (libZydis's
+ * destructors): never hooked. */
+static const char *const agent_uses[] = {
+    "memcpy",
+    "memmove",
+    "memset",
+    "strlen",
+    "__assert_fail",
+    "__stack_chk_fail",
+    "clock_gettime",
+    "getpid",
+    "gettid",
+    "mmap",
+    "mmap64",
+    "munmap",
+    "nanosleep",
+    "raise",
+    "sched_yield",
+    "sigemptyset",
+    "fcntl",
+    "fcntl64",
+    "fstat",
+    "fstat64",
+    "__errno_location",
+    "dl_iterate_phdr",
+    "dladdr1",
+    "dlopen",
+    "dlsym",
+    "__register_atfork",
+    "sigaction",
+    "__sigaction",
+    "sigprocmask",
+    "pthread_sigmask",
+    "signal",
+    "__cxa_finalize",
+};
+
+/* Their addresses in libc, and for IFUNCs the implementations their resolvers pick. */
+static void own_funcs(struct session *s, struct image *im, struct agent *a, pid_t tid)
+{
+	struct tp_fsyms fs;
+
+	if (!im->libc || tp_fsyms_read(im->libc->path, &fs))
+		return;
+	for (int k = 0; k < fs.n; k++)
+		for (int j = 0; j < fs.f[k].nnames; j++) {
+			bool use = false;
+			uint64_t at = fs.f[k].vaddr + im->libc->bias, impl = 0;
+
+			for (size_t i = 0; i < sizeof(agent_uses) / sizeof(agent_uses[0]); i++)
+				use |= !strcmp(fs.f[k].names[j], agent_uses[i]);
+			if (!use || a->nown + 2 > (int)(sizeof(a->own) / sizeof(a->own[0])))
+				continue;
+			a->own[a->nown++] = at;
+			if (fs.f[k].ifunc &&
+			    !tp_proc_inject_fcall(s->p, im->pid, tid, at, (const uint64_t[6]){0},
+						  false, &impl) &&
+			    impl)
+				a->own[a->nown++] = impl;
+			break;
+		}
+	tp_fsyms_release(&fs);
+}
+
 struct pick {
 	struct session *s;
 	struct image *im;
@@ -176,6 +244,11 @@ static int pick_one(void *arg, uint64_t addr, uint64_t *v)
 	struct func *f = (struct func *)(uintptr_t)*v;
 	uint32_t fl = hook_flags(p->s, p->im, f);
 
+	for (int i = 0; fl && i < p->a->nown; i++)
+		if (p->a->own[i] == addr) {
+			p->a->nskipped += !p->a->hfs && (fl & TP_HK_F_SHOWN);
+			fl = 0;
+		}
 	if (!fl)
 		return 0;
 	if (p->a->n == p->max) {
@@ -244,6 +317,50 @@ static int add_walkers(struct session *s, struct image *im)
 	return 0;
 }
 
+struct resolvers {
+	struct func **v;
+	int n;
+};
+
+static int resolver_of(void *arg, uint64_t addr, uint64_t *v)
+{
+	struct resolvers *rs = arg;
+	struct func *f = (struct func *)(uintptr_t)*v, **n;
+
+	(void)addr;
+	if (f->kind != F_RESOLVER)
+		return 0;
+	n = realloc(rs->v, (rs->n + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	rs->v = n;
+	rs->v[rs->n++] = f;
+	return 0;
+}
+
+/* The IFUNC resolvers of selected functions (strlen, memcpy...) ran before the entry point:
+ * each one is asked again with a call injected into a stopped task (it answers as it did
+ * to the loader), and what it answers is hooked under the selected name, as the ptrace
+ * engine does at attach. */
+static int resolve_ifuncs(struct session *s, struct image *im, pid_t tid)
+{
+	struct resolvers rs = {0};
+	int r = tp_hash_foreach(&im->funcs, resolver_of, &rs);
+
+	for (int i = 0; !r && i < rs.n; i++) {
+		uint64_t impl = 0;
+
+		if (!tp_proc_inject_fcall(s->p, im->pid, tid, rs.v[i]->addr, (const uint64_t[6]){0},
+					  false, &impl) &&
+		    impl) {
+			tp_dbg("calls: IFUNC %s: 0x%" PRIx64, rs.v[i]->name, impl);
+			tp_calls_resolved(s, im, tid, rs.v[i], impl);
+		}
+	}
+	free(rs.v);
+	return r;
+}
+
 static int block_new(struct session *s, struct image *im, struct agent *a)
 {
 	struct pick p = {s, im, a, TP_HK_MAX_FUNCS, 0};
@@ -253,6 +370,10 @@ static int block_new(struct session *s, struct image *im, struct agent *a)
 	if (p.over)
 		tp_warn("%u selected functions cannot be traced with --engine agent (at most %d)",
 			p.over, TP_HK_MAX_FUNCS);
+	if (a->nskipped)
+		tp_warn("%u selected functions of libc are used by the agent itself (memcpy, "
+			"memset, strlen...): not traced with --engine agent",
+			a->nskipped);
 	rings_off = (funcs_off + (uint64_t)a->n * sizeof(struct tp_hk_func) + 63) & ~63ull;
 	data_off = (rings_off + RINGS * sizeof(struct tp_ftp_ring) + 4095) & ~4095ull;
 	a->size = data_off + (uint64_t)RINGS * RING_SIZE;
@@ -399,8 +520,10 @@ static int start(struct session *s, struct agent *a)
 		return r;
 	/* the loader is done: objects and functions as the ptrace engine selects them */
 	im = tp_calls_image_new(s, a->pid, a->pid, false);
-	if (!im || tp_calls_add_pid(s, a->pid) || add_walkers(s, im))
+	if (!im || tp_calls_add_pid(s, a->pid) || add_walkers(s, im) ||
+	    resolve_ifuncs(s, im, tp_proc_loader_task(s->p, a->pid)))
 		return -ENOMEM;
+	own_funcs(s, im, a, tp_proc_loader_task(s->p, a->pid));
 	r = block_new(s, im, a);
 	a->orig = calloc(a->n ? a->n : 1, ORIG_LEN);
 	if (!r && !a->orig)

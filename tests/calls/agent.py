@@ -203,6 +203,25 @@ finally:
         loop.kill()
         loop.wait()
 
+# gzip -9 and libc's functions (read and write, strcmp and memcmp through their IFUNC
+# resolvers): the output identical, the ptrace engine's counts.
+with tempfile.TemporaryDirectory(prefix="tp-agent-") as d:
+    data = os.path.join(d, "data")
+    with open(data, "wb") as f:
+        for i in range(40000):
+            f.write(b"%d squared is %d, %s\n" % (i, i * i, b"x" * (i % 50)))
+    prog = ["gzip", "-9", "-c", data]
+    nat = run(prog)
+    sel = ["-e", "libc:read,libc:write,libc:close,libc:strcmp,libc:memcmp"]
+    ca = calls(AGENT + sel + ["-c", "--json"], prog)
+    cp = calls(sel + ["-c", "--json"], prog)
+    got = {k[1]: v for k, v in counts(ca).items()}
+    check(nat.rc == 0 and ca.rc == 0 and ca.out == nat.out and not ca.err,
+          "gzip -9: output identical to the native run's", ca)
+    check(counts(ca) == counts(cp) and got.get("read", (0,))[0] > 1 and "memcmp" in got,
+          "gzip -9: -c of libc functions (IFUNCs too): the ptrace engine's counts",
+          "agent %r\nptrace %r" % (counts(ca), counts(cp)))
+
 # What the engine does not do yet is refused with one line naming the option.
 for opt in (["--bt"], ["-f"], ["--plugin", "memory"], ["-S"], ["--entry"], ["--trace", "/tmp"]):
     r = calls(AGENT + LIB + opt, [target("calls-lazy"), "3"])
