@@ -10,8 +10,8 @@ Prints medians, min and max over the runs, the ratio, and verdicts for the goals
 per call, and >= 4x faster than ltrace.  The agent engine and uftrace start in a few hundred
 milliseconds and then cost well under a microsecond a call: their per-call cost is also given
 from the slope between N and 10 N calls (start-up left out), with the issue's goals (agent:
-<= 60 ns, <= 0.3x uftrace).  tpc_add is 4 bytes (lea, ret): no room for a jmp, so the agent
-reaches it through an int3, a signal a call.
+<= 60 ns, <= 0.3x uftrace).  tpc_add is 4 bytes (lea, ret): its jmp covers the alignment
+padding after it.
 
 ltrace's -e library pattern names the object whose PLT makes the call (MAIN: the program),
 so `-e tpc_add@libtpcalls.so` traces nothing; `tpc_add@MAIN` is the working spelling.

@@ -30,6 +30,7 @@ struct tp_hk_func {
 	/* written by tracepad */
 	uint64_t addr;
 	uint64_t fn_lo, fn_hi; /* the function's bounds, for the relocator's checks */
+	uint64_t pad_hi;       /* [fn_hi, pad_hi): alignment padding after it (rt/pad.h) */
 	uint32_t flags;
 	uint32_t pad;
 	/* written by the agent */

@@ -452,7 +452,7 @@ __attribute__((visibility("default"))) int tracepad_hooks_install(void)
 	for (uint32_t i = 0; i < c->nfuncs; i++) {
 		struct tp_hk_func *f = &hk.funcs[i];
 		/* every other hooked entry is a branch target no jmp may cover */
-		struct tp_rt_pad_where w = {f->fn_lo, f->fn_hi, hk.addrs, c->nfuncs};
+		struct tp_rt_pad_where w = {f->fn_lo, f->fn_hi, f->pad_hi, hk.addrs, c->nfuncs};
 		struct tp_rt_pad *pad = NULL;
 		/* without the function's bounds, a jmp could cover the next function's first
 		 * bytes (and the relocator would ask the loader, whose lock a stopped thread may

@@ -373,7 +373,7 @@ __attribute__((visibility("default"))) int tracepad_ftp_install(void)
 	for (uint32_t k = 0; k < ftp.nsites; k++) {
 		struct site *s = &ftp.sites[k];
 		struct tp_ftp_tp *tp = &ftp.tps[s->tps[0]];
-		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, ftp.addrs, ftp.nsites};
+		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, 0, ftp.addrs, ftp.nsites};
 		int err = tp_rt_pad_install(tp->addr, hit, s, TP_RT_PAD_STOPPED, &w, &s->pad);
 
 		for (uint32_t j = 0; j < s->n; j++) {

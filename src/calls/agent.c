@@ -265,6 +265,42 @@ static int pick_one(void *arg, uint64_t addr, uint64_t *v)
 
 /* The bounds of each hooked function (the relocator's checks), from its object's symbols:
  * the agent never asks the loader (dladdr) while every other thread is stopped. */
+/* Is @len bytes of code at @addr (@code) nothing but alignment padding: nops (0x90, 0x0f
+ * 0x1f with any operand, behind 0x66 and segment prefixes) and int3s? */
+static bool padding(const uint8_t *code, size_t len, uint64_t addr)
+{
+	for (size_t at = 0; at < len;) {
+		struct tp_insn in;
+		size_t k = at;
+
+		if (tp_arch_decode(code + at, len - at, addr + at, &in))
+			return false;
+		while (k < at + in.len && (code[k] == 0x66 || code[k] == 0x2e || code[k] == 0x3e))
+			k++;
+		if (!(code[k] == 0x90 || code[k] == 0xcc ||
+		      (code[k] == 0x0f && k + 1 < at + in.len && code[k + 1] == 0x1f)))
+			return false;
+		at += in.len;
+	}
+	return true;
+}
+
+/* The padding after a function that ends at @hi before a 16-byte boundary, up to the next
+ * function: its end, or 0 when there is none (rt/pad.h's pad_hi). */
+static uint64_t pad_end(pid_t pid, const struct tp_fsyms *fs, uint64_t bias, uint64_t hi)
+{
+	uint64_t end = (hi + 15) & ~15ull;
+	uint8_t code[16];
+
+	for (int k = 0; k < fs->n; k++)
+		if (fs->f[k].vaddr + bias >= hi && fs->f[k].vaddr + bias < end)
+			end = fs->f[k].vaddr + bias;
+	if (end <= hi || tp_proc_read(pid, hi, code, end - hi) != (ssize_t)(end - hi) ||
+	    !padding(code, end - hi, hi))
+		return 0;
+	return end;
+}
+
 static void set_bounds(struct image *im, struct agent *a)
 {
 	for (int i = 0; i < im->nobjs; i++) {
@@ -282,6 +318,7 @@ static void set_bounds(struct image *im, struct agent *a)
 				if (fs.f[k].vaddr + o->bias == h->addr && fs.f[k].size) {
 					h->fn_lo = h->addr;
 					h->fn_hi = h->addr + fs.f[k].size;
+					h->pad_hi = pad_end(a->pid, &fs, o->bias, h->fn_hi);
 					break;
 				}
 		}
