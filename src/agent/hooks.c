@@ -241,7 +241,9 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	int rec, tail, follow;
 
 	rec = recording(t);
-	if (!rec)
+	/* a fork child records nothing, but its frames hooked before the fork still need their
+	 * real addresses back for an unwinder, and dead ones dropped */
+	if (!rec && !(hk.forked && t->sh && hk.ctl))
 		return;
 	fn = &hk.funcs[k];
 	flags = fn->flags;
@@ -258,20 +260,20 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		while (keep &&
 		       (s->f[keep - 1].slot < r->rsp || (s->f[keep - 1].slot == r->rsp && !tail)))
 			keep--;
-		drop(t, s, keep, 1, !!(flags & TP_HK_F_CATCH));
+		drop(t, s, keep, rec, !!(flags & TP_HK_F_CATCH));
 		if (s->walk_sp && r->rsp > s->walk_sp)
-			rehook(t, s, r->rsp, 0, 1);
+			rehook(t, s, r->rsp, 0, rec);
 		if (flags & TP_HK_F_WALK) {
-			restore(t, s, !!(flags & TP_HK_F_RETURNS));
+			restore(t, s, rec && (flags & TP_HK_F_RETURNS));
 			s->walk_sp = r->rsp;
 		}
 	}
-	follow = (flags & TP_HK_F_RET) && s && !tail && !(flags & TP_HK_F_WALK);
+	follow = rec && (flags & TP_HK_F_RET) && s && !tail && !(flags & TP_HK_F_WALK);
 	if (follow && s->n == SHADOW_MAX) {
 		__atomic_fetch_add(&hk.ctl->deep, 1, __ATOMIC_RELAXED);
 		follow = 0;
 	}
-	if (flags & TP_HK_F_SHOWN) {
+	if (rec && (flags & TP_HK_F_SHOWN)) {
 		const uint64_t args[6] = {r->rdi, r->rsi, r->rdx, r->rcx, r->r8, r->r9};
 
 		emit(t, TP_HK_ENTRY, follow ? TP_HK_R_FOLLOWED : 0, k, r->rsp, args, 6);

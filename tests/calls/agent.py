@@ -79,6 +79,16 @@ for rep in range(2):
               "got %d" % len(mine))
     check(sorted(per) == sorted(th), "threads #%d: lines of exactly the 4 threads" % rep)
 
+# A fork child throws through frames hooked after the fork and through one hooked before it
+# (its return address the parent's trampoline): the unwinder still finds real addresses.
+fx = target("calls-forkexc")
+if os.path.exists(fx):
+    nat = run([fx])
+    a = calls(AGENT + ["-e", "calls-forkexc:fx_*"], [fx])
+    check(nat.rc == 0 and "child exit status 7\n" in nat.out and a.rc == 0
+          and a.out == nat.out and [c.function for c in a.calls] == ["fx_outer"]
+          and a.calls[0].retint == 5, "fork child: exceptions through hooked frames", a)
+
 # Nested calls and a tail call (tpc_tail jumps to tpc_c: both return through one address),
 # with -T: the ptrace engine's lines, each with its duration.
 sel = ["-e", "libtpcalls:tpc_[abct]*"]
