@@ -57,6 +57,7 @@ enum tp_hk_type {
 #define TP_HK_R_FOLLOWED 0x1 /* ENTRY: its return will be an event (RETURN or UNWOUND) */
 /* UNWOUND: the frame had its real address back: it may as well have returned */
 #define TP_HK_R_LOST 0x2
+#define TP_HK_R_ERRNO 0x4 /* RETURN: regs[2] is the thread's errno then */
 
 struct tp_hk_rec {
 	uint32_t size;	/* of the record: sizeof(struct tp_hk_rec) */
@@ -66,7 +67,7 @@ struct tp_hk_rec {
 	uint32_t func; /* index in the block (ENTRY) */
 	uint64_t tsc;
 	uint64_t sp;
-	uint64_t regs[6]; /* ENTRY: rdi, rsi, rdx, rcx, r8, r9; RETURN: rax, rdx */
+	uint64_t regs[6]; /* ENTRY: rdi, rsi, rdx, rcx, r8, r9; RETURN: rax, rdx, errno */
 };
 
 struct tp_hk_ctl {
@@ -77,7 +78,8 @@ struct tp_hk_ctl {
 	uint64_t rings_off, data_off; /* struct tp_ftp_ring[nrings]; nrings * ring_size bytes */
 	uint32_t nrings, ring_size;   /* ring_size: a power of two */
 	int32_t tracer_pid;
-	uint32_t pad;
+	uint32_t errno_ok;   /* errno_tpoff is known: returns record errno */
+	int64_t errno_tpoff; /* errno's offset from the thread pointer (libc's TLS) */
 	/* written by the agent */
 	uint32_t state; /* TP_HK_ST_* */
 	int32_t pid;

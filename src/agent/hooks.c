@@ -313,9 +313,18 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 		__builtin_trap(); /* the shadow stack lost this frame: a bug */
 	drop(t, s, (uint32_t)k + 1, rec, 0);
 	if (rec && (s->f[k].flags & SF_EVENTS) && s->f[k].gen == (uint16_t)hk.gen) {
-		const uint64_t v[2] = {rax, rdx};
+		uint64_t v[3] = {rax, rdx, 0};
+		int64_t off = hk.ctl->errno_tpoff;
+		int32_t e = 0;
 
-		emit(t, TP_HK_RETURN, 0, s->f[k].func, slot, v, 2);
+		/* errno as the function left it: libc's TLS, at the thread pointer's offset
+		 * tracepad found (the ptrace engine's errno_tpoff) */
+		if (hk.ctl->errno_ok) {
+			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(e) : "r"(off));
+			v[2] = (uint32_t)e;
+		}
+		emit(t, TP_HK_RETURN, hk.ctl->errno_ok ? TP_HK_R_ERRNO : 0, s->f[k].func, slot, v,
+		     3);
 	}
 	ret = s->f[k].ret;
 	s->n = (uint32_t)k;

@@ -199,6 +199,9 @@ static int start(struct session *s, struct agent *a)
 	if (!im || tp_calls_add_pid(s, a->pid))
 		return -ENOMEM;
 	r = tp_calls_agent_select(s, im, a, tp_proc_loader_task(s->p, a->pid));
+	if (!r && im->libc &&
+	    !tp_errno_tpoff(a->pid, im->libc->path, im->libc->bias, &a->ctl->errno_tpoff))
+		a->ctl->errno_ok = 1;
 	a->orig = calloc(a->n ? a->n : 1, ORIG_LEN);
 	if (!r && !a->orig)
 		r = -ENOMEM;
@@ -273,9 +276,11 @@ static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *
 		struct user_regs_struct regs = {
 		    .rax = h->regs[0], .rdx = h->regs[1], .rsp = h->sp + 8};
 
+		int err = (h->flags & TP_HK_R_ERRNO) ? (int)(int32_t)h->regs[2] : -1;
+
 		d = tp_calls_ticks_ns(s, h->tsc > rc->entry_tsc ? h->tsc - rc->entry_tsc : 0);
 		if (s->need_args)
-			tp_proto_format_ret(p, -1, &regs, NULL, -1, text, sizeof(text), &failed);
+			tp_proto_format_ret(p, -1, &regs, NULL, err, text, sizeof(text), &failed);
 		else
 			failed = p && tp_proto_failed(p, &regs);
 	}

@@ -89,6 +89,18 @@ if os.path.exists(fx):
           and a.out == nat.out and [c.function for c in a.calls] == ["fx_outer"]
           and a.calls[0].retint == 5, "fork child: exceptions through hooked frames", a)
 
+# errno as the function left it, read by the agent at the return.
+sel = ["-e", "libc:open,libtpcalls:tpc_add"]
+a = calls(AGENT + sel, [multi, "errno"])
+p = calls(sel, [multi, "errno"])
+want = [(c.function, c.ret) for c in p.calls]
+check(a.rc == 0 and [(c.function, c.ret) for c in a.calls] == want
+      and ("open", "-1 ENOENT (No such file or directory)") in want,
+      "errno: open's failure shown as the ptrace engine shows it", a)
+ca = calls(AGENT + sel + ["-c", "--json"], [multi, "errno"])
+errs = [f["errors"] for f in (ca.summary() or {}).get("functions", []) if f["function"] == "open"]
+check(errs == [1], "errno: -c counts open's failure", ca)
+
 # Nested calls and a tail call (tpc_tail jumps to tpc_c: both return through one address),
 # with -T: the ptrace engine's lines, each with its duration.
 sel = ["-e", "libtpcalls:tpc_[abct]*"]
