@@ -13,13 +13,11 @@
 #include <time.h>
 
 #include "agent/agent-priv.h"
+#include "agent/ring.h"
 #include "agent/tracept-abi.h"
 #include "rt/pad.h"
 #include "tracept/expr.h"
 
-/* A thread whose ring stays full waits for tracepad to drain it, so long at most before it
- * looks for tracepad's death (a frame is lost only then). */
-#define WAIT_NS 1000000
 /* Hits of a thread between two looks for tracepad (a kill(0) system call): once it is gone
  * (killed without detaching) the pads stay but do nothing. */
 #define HIT_POLL 0xffff
@@ -76,14 +74,13 @@ static struct {
 	uint64_t addrs[TP_FTP_MAX_TPS];
 	uint32_t nsites;
 	struct plan plans[TP_FTP_MAX_TPS];
+	struct tp_ag_rings rs;
 } ftp;
 
 struct tstate {
 	uint32_t gen;
-	int32_t ring; /* -1: none yet, -2: none to be had */
-	int32_t tid;
 	uint32_t depth;
-	uint64_t tail; /* the ring's tail as last read: re-read only when it looks full */
+	struct tp_ag_writer w;
 	uint32_t polls;
 };
 static __thread struct tstate fts __attribute__((tls_model("initial-exec")));
@@ -197,37 +194,6 @@ static int tracer_gone(void)
 	return 1;
 }
 
-/* The calling thread's ring, claimed at its first hit: a free one, else one whose thread
- * has exited (its frames carry their tid; a dead thread writes nothing more); NULL when
- * every ring is some live thread's. */
-static struct tp_ftp_ring *own_ring(struct tstate *t)
-{
-	if (t->ring == -1) {
-		int32_t pid = ftp.ctl->pid;
-
-		t->ring = -2;
-		if (!t->tid)
-			t->tid = (int32_t)tp_raw0(SYS_gettid);
-		for (int pass = 0; pass < 2 && t->ring < 0; pass++) {
-			for (uint32_t i = 0; i < ftp.ctl->nrings; i++) {
-				int32_t cur = __atomic_load_n(&ftp.rings[i].tid, __ATOMIC_ACQUIRE);
-
-				if (pass ? tp_raw3(SYS_tgkill, pid, cur, 0) != -ESRCH : cur != 0)
-					continue;
-				if (__atomic_compare_exchange_n(&ftp.rings[i].tid, &cur, t->tid, 0,
-								__ATOMIC_ACQ_REL,
-								__ATOMIC_RELAXED)) {
-					t->ring = (int32_t)i;
-					t->tail =
-					    __atomic_load_n(&ftp.rings[i].tail, __ATOMIC_ACQUIRE);
-					break;
-				}
-			}
-		}
-	}
-	return t->ring < 0 ? NULL : &ftp.rings[t->ring];
-}
-
 /* Count @c (TP_FTP_COUNTS' order) of tracepoint @k: in the thread's ring with one add that
  * a signal handler of the same thread cannot split, else in the shared count. */
 static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
@@ -236,55 +202,6 @@ static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
 		__asm__("addq $1, %0" : "+m"(own->counts[k][c]));
 	else
 		__atomic_fetch_add(&ftp.tps[k].hits + c, 1, __ATOMIC_RELAXED);
-}
-
-/* Wait for tracepad to drain ring @r, whose tail was @tail: on its futex, which tracepad
- * wakes once it moved the tail (its thread's CPU time is not spent spinning).  -1 when
- * tracepad is gone. */
-static int wait_room(struct tp_ftp_ring *r, uint64_t tail)
-{
-	struct timespec ts = {0, WAIT_NS};
-
-	/* either tracepad sees waiting set after moving the tail, or this sees the tail moved */
-	__atomic_store_n(&r->waiting, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&r->tail, __ATOMIC_SEQ_CST) != tail)
-		return 0;
-	if (tp_raw4(SYS_futex, &r->waiting, FUTEX_WAIT, 1, &ts) == -ETIMEDOUT && tracer_gone())
-		return -1;
-	return 0;
-}
-
-/* Room for @need bytes in the calling thread's ring (claimed at its first frame): the
- * record's address, or NULL. */
-static uint8_t *reserve(struct tstate *t, uint32_t need, struct tp_ftp_ring **rp)
-{
-	uint32_t size = ftp.ctl->ring_size;
-	struct tp_ftp_ring *r;
-	uint64_t head, pos, fill;
-
-	if (t->ring < 0 || need > size / 2)
-		return NULL;
-	r = &ftp.rings[t->ring];
-	head = r->head;
-	pos = head & (size - 1);
-	fill = pos + need > size ? size - pos : 0;
-	for (unsigned looks = 0; size - (head - t->tail) < fill + need; looks++) {
-		if (looks && wait_room(r, t->tail))
-			return NULL;
-		t->tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-	}
-	if (fill) {
-		struct tp_ftp_rec *f =
-		    (struct tp_ftp_rec *)(ftp.data + (uint64_t)t->ring * size + pos);
-
-		f->size = (uint32_t)fill;
-		f->tp = TP_FTP_REC_FILL;
-		head += fill;
-		__atomic_store_n(&r->head, head, __ATOMIC_RELEASE);
-		pos = 0;
-	}
-	*rp = r;
-	return ftp.data + (uint64_t)t->ring * size + pos;
 }
 
 /* The evaluator's registers, filled at the first need of a hit. */
@@ -308,7 +225,7 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, st
 	const struct plan *pl = &ftp.plans[k];
 	const uint64_t *w = (const uint64_t *)r;
 	struct tp_ftp_ring *ring = NULL;
-	uint8_t *rec = reserve(t, pl->rec_size, &ring), *mem;
+	uint8_t *rec = tp_ag_ring_reserve(&ftp.rs, &t->w, pl->rec_size, &ring), *mem;
 	struct tp_ftp_rec *h = (struct tp_ftp_rec *)rec;
 	uint64_t *val, unavail = 0;
 
@@ -353,14 +270,14 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, st
 	h->size = pl->rec_size;
 	h->tp = (uint16_t)k;
 	h->pad = 0;
-	h->tid = t->tid;
+	h->tid = t->w.tid;
 	h->pad2 = 0;
 	h->unavail = unavail;
 	__atomic_store_n(&ring->head, ring->head + pl->rec_size, __ATOMIC_RELEASE);
 	/* the lines of a frame a few ahead, fetched for writing while the program runs on:
 	 * tracepad read them last, on another core (prefetcht0 would fetch them shared) */
 	for (uint32_t off = 0; off < pl->rec_size && off < 512; off += 64) {
-		rec = ftp.data + (uint64_t)t->ring * ftp.ctl->ring_size +
+		rec = ftp.data + (uint64_t)t->w.ring * ftp.ctl->ring_size +
 		      ((ring->head + PREFETCH_AHEAD + off) & (ftp.ctl->ring_size - 1));
 		if (ftp.prefetchw)
 			__asm__ volatile("prefetchw %0" ::"m"(*rec));
@@ -393,17 +310,15 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 		return;
 	if (t->gen != ftp.gen) {
 		t->gen = ftp.gen;
-		t->ring = -1;
+		t->w = (struct tp_ag_writer){-1, 0, 0};
 		t->depth = 0;
-		t->tid = 0;
-		t->tail = 0;
 		t->polls = 0;
 	}
 	if (!(++t->polls & HIT_POLL) && tracer_gone())
 		return;
 	x.have = 0;
 	t->depth++;
-	own = own_ring(t);
+	own = tp_ag_ring_own(&ftp.rs, &t->w);
 	for (uint32_t i = 0; i < s->n; i++) {
 		uint32_t k = s->tps[i];
 		struct tp_ftp_tp *tp = &ftp.tps[k];
@@ -474,6 +389,7 @@ static int check(void)
 	ftp.tps = (struct tp_ftp_tp *)((uint8_t *)c + c->tps_off);
 	ftp.rings = (struct tp_ftp_ring *)((uint8_t *)c + c->rings_off);
 	ftp.data = (uint8_t *)c + c->data_off;
+	ftp.rs = (struct tp_ag_rings){ftp.rings, ftp.data, c->nrings, c->ring_size, 0, tracer_gone};
 	for (uint32_t i = 0; i < c->ntps; i++) {
 		struct tp_ftp_tp *tp = &ftp.tps[i];
 		struct plan *pl = &ftp.plans[i];
@@ -544,6 +460,7 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 	}
 	c = ftp.ctl;
 	c->pid = (int32_t)tp_raw0(SYS_getpid);
+	ftp.rs.pid = c->pid;
 	c->install_pc = (uint64_t)(uintptr_t)&tracepad_ftp_install;
 	c->detach_pc = (uint64_t)(uintptr_t)&tracepad_ftp_detach;
 	if (!ftp.atfork && __register_atfork(NULL, NULL, in_child, &ftp) == 0)
@@ -603,7 +520,7 @@ __attribute__((visibility("default"))) int tracepad_ftp_install(void)
 	for (uint32_t k = 0; k < ftp.nsites; k++) {
 		struct site *s = &ftp.sites[k];
 		struct tp_ftp_tp *tp = &ftp.tps[s->tps[0]];
-		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, ftp.addrs, ftp.nsites};
+		struct tp_rt_pad_where w = {tp->fn_lo, tp->fn_hi, 0, ftp.addrs, ftp.nsites};
 		int err = tp_rt_pad_install(tp->addr, hit, s, TP_RT_PAD_STOPPED, &w, &s->pad);
 
 		for (uint32_t j = 0; j < s->n; j++) {

@@ -77,7 +77,7 @@ static bool no_return_hook(const char *name)
 /* Functions that read their own return address to find their caller's object (glibc's
  * dl* family): it stays in place and their returns are caught at the return site.  Others
  * that read it are found by their code (tp_bp_insert()). */
-static bool caller_sensitive(const char *name)
+bool tp_calls_caller_sensitive(const char *name)
 {
 	static const char *const names[] = {"dlopen", "dlmopen", "dlsym", "dlvsym"};
 
@@ -269,9 +269,10 @@ int tp_calls_func_add(struct session *s, struct image *im, pid_t tid, struct obj
 	if (kind == F_TRACED || kind == F_RESOLVER || kind == F_SIGACTION || kind == F_EXEC ||
 	    kind == F_EXIT)
 		flags = no_return_hook(name) || addr == im->entry ? 0
-			: caller_sensitive(name)		  ? TP_BP_RETURN | TP_BP_RETURN_SITE
+			: tp_calls_caller_sensitive(name)	  ? TP_BP_RETURN | TP_BP_RETURN_SITE
 								  : TP_BP_RETURN;
-	r = tp_bp_insert(im->bps, tid, addr, flags);
+	/* --engine agent: the agent hooks the functions itself (agent.c) */
+	r = s->agent ? 0 : tp_bp_insert(im->bps, tid, addr, flags);
 	if (r && r != -EEXIST) {
 		if (kind == F_TRACED && !s->insert_err) {
 			s->insert_err = r;

@@ -151,6 +151,7 @@ struct session {
 	struct tp_plugins *plugins; /* the registry: --plugin */
 	struct tracepad_host host;
 	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
+	bool agent;	    /* --engine agent: functions are selected, no breakpoint planted */
 	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */
 	uint64_t ns0, tsc0; /* a moment on both clocks, to convert the stubs' TSC readings */
 	int64_t wall_off;   /* CLOCK_REALTIME minus CLOCK_MONOTONIC at the start (-t) */
@@ -219,6 +220,14 @@ bool tp_calls_trap_filter(void *arg, pid_t pid, const struct user_regs_struct *r
 int tp_calls_symbolize(struct session *s, int pid, uint64_t pc, bool ret, char *buf, size_t len);
 int tp_calls_backtrace(struct session *s, struct thread *t, struct user_regs_struct *regs,
 		       uint64_t *pcs, int max);
+/* stops.c: a new record of a call in flight of @t (NULL and s->err set when out of
+ * memory); the summary's entry of @f in process @pid. */
+struct rec *tp_calls_rec_push(struct session *s, struct thread *t);
+struct stat_ent *tp_calls_stat_of(struct session *s, pid_t pid, struct func *f);
+/* engine.c: a function that finds its caller's object by its return address (dlopen...). */
+bool tp_calls_caller_sensitive(const char *name);
+/* agent.c: the whole job with --engine agent; returns tracepad's exit status. */
+int tp_calls_agent_run(struct session *s);
 /* A call that returned through its return stub, reported by the bp module (stops.c). */
 void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st);
 struct func *tp_calls_func_find(struct image *im, uint64_t addr);

@@ -68,6 +68,12 @@ void tp_proto_set_string_size(size_t n)
 	str_size = n < STR_MAX ? n : STR_MAX;
 }
 
+/* The tracee's memory; none when @pid <= 0 (the agent engine recorded registers only). */
+static ssize_t mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	return pid > 0 ? tp_proc_read(pid, addr, buf, len) : -EFAULT;
+}
+
 /* A NUL-terminated string of the tracee, strace style. */
 static void put_string(struct out *o, pid_t pid, uint64_t addr)
 {
@@ -79,7 +85,7 @@ static void put_string(struct out *o, pid_t pid, uint64_t addr)
 		tp_calls_put(o, "NULL");
 		return;
 	}
-	got = tp_proc_read(pid, addr, s, str_size + 1);
+	got = mem_read(pid, addr, s, str_size + 1);
 	if (got <= 0) {
 		tp_calls_put(o, "%#llx", (unsigned long long)addr);
 		return;
@@ -101,7 +107,7 @@ static void put_buffer(struct out *o, pid_t pid, uint64_t addr, uint64_t len)
 		tp_calls_put(o, "NULL");
 		return;
 	}
-	got = tp_proc_read(pid, addr, s, want);
+	got = mem_read(pid, addr, s, want);
 	if (got < (ssize_t)want) {
 		tp_calls_put(o, "%#llx", (unsigned long long)addr);
 		return;
@@ -288,7 +294,7 @@ static void stack_slot(struct argpos *a, struct val *v, uint64_t size, unsigned 
 {
 	if (align > 8)
 		a->sp = (a->sp + align - 1) & ~(uint64_t)(align - 1);
-	v->have = !nread || tp_proc_read(a->pid, a->sp, v->b, nread) == (ssize_t)nread;
+	v->have = !nread || mem_read(a->pid, a->sp, v->b, nread) == (ssize_t)nread;
 	a->sp += (size + 7) & ~(uint64_t)7;
 }
 

@@ -44,7 +44,7 @@ int tp_proto_format_string(pid_t pid, uint64_t addr, int64_t len, char *buf, siz
  * chars as 'c'; enums by name when DWARF knows it; float/double from the xmm registers (@fp
  * NULL: "?"); structs by value as {...}; "..." for the variadic part.  @p NULL: the six argument
  * registers, "rdi=0x1, rsi=0x2, ...".  Returns the length written (truncated to fit @len) or
- * -errno. */
+ * -errno.  @pid <= 0: no memory is read (strings show as their addresses). */
 int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_regs_struct *regs,
 			 const struct user_fpregs_struct *fp, char *buf, size_t len);
 

@@ -535,6 +535,10 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		r = -ENOMEM;
 	for (int i = 0; i < o->nplugins && !r; i++)
 		r = tp_plugins_load(s.plugins, o->plugins[i]);
+	if (!r && o->engine == TP_CALLS_ENGINE_AGENT) {
+		ret = tp_calls_agent_run(&s);
+		goto out;
+	}
 	if (!r && o->trace_dir)
 		r = tp_calls_trace_open(&s, o->trace_dir, &s.trace);
 	if (!r)

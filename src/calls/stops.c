@@ -75,7 +75,7 @@ void tp_calls_thread_del(struct session *s, struct thread *t)
 #define RECS_MIN 16
 
 /* A new record of a call in flight of @t; NULL and s->err set when out of memory. */
-static struct rec *rec_push(struct session *s, struct thread *t)
+struct rec *tp_calls_rec_push(struct session *s, struct thread *t)
 {
 	if (t->n == t->cap) {
 		unsigned ncap = t->cap ? 2 * t->cap : RECS_MIN;
@@ -95,7 +95,7 @@ static int recs_copy(struct session *s, struct thread *to, const struct thread *
 {
 	to->n = 0;
 	for (unsigned i = 0; i < from->n; i++) {
-		struct rec *r = rec_push(s, to);
+		struct rec *r = tp_calls_rec_push(s, to);
 
 		if (!r)
 			return -ENOMEM;
@@ -139,7 +139,7 @@ static void drop_recs(struct session *s, struct thread *t, unsigned keep, const 
 }
 
 /* The summary's entry of @f in process @pid. */
-static struct stat_ent *stat_of(struct session *s, pid_t pid, struct func *f)
+struct stat_ent *tp_calls_stat_of(struct session *s, pid_t pid, struct func *f)
 {
 	struct stat_ent *e;
 
@@ -258,7 +258,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 
 	if (hooked) {
 		drop_recs(s, t, st->depth - 1, " = <unwound>");
-		rc = rec_push(s, t);
+		rc = tp_calls_rec_push(s, t);
 		if (!rc) /* the tracing ends (s->err): this call is not followed */
 			rc = &tmp;
 		else
@@ -296,7 +296,7 @@ static void on_entry(struct session *s, struct thread *t, struct func *f,
 		tp_plugins_call(s->plugins, &rc->c);
 		return;
 	}
-	struct stat_ent *e = stat_of(s, t->pid, f);
+	struct stat_ent *e = tp_calls_stat_of(s, t->pid, f);
 
 	if (!e)
 		return;
@@ -429,7 +429,7 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 			tp_proto_format_ret(p, t->pid, regs, fp, err, ret, sizeof(ret), &failed);
 		else
 			failed = p && tp_proto_failed(p, regs);
-		e = stat_of(s, t->pid, rc->f);
+		e = tp_calls_stat_of(s, t->pid, rc->f);
 		if (!e)
 			return;
 		e->returns++;
@@ -596,7 +596,7 @@ static int on_breakpoint(struct session *s, const struct tp_event *ev, int sig)
 			if (st.no_return)
 				break;
 			drop_recs(s, t, st.depth - 1, " = <unwound>");
-			rc = rec_push(s, t);
+			rc = tp_calls_rec_push(s, t);
 			if (!rc)
 				return -ENOMEM;
 			*rc = (struct rec){.f = f, .c = {.sp = regs.rsp, .tid = t->tid}};

@@ -1,6 +1,6 @@
 /* The option table of `tracepad calls` and the options it shares with ltrace, strace and
  * uftrace: -s SIZE, -t/-tt/-ttt, -r, -l LIB, -S, --depth, --time-filter, --sort,
- * --demangle. */
+ * --demangle; and --engine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +45,10 @@ const char tp_cli_calls_usage[] =
     "  -o, --output FILE      write the output to FILE instead of stderr\n"
     "  --trace DIR            also record calls and returns into a CTF trace in DIR\n"
     "  --plugin NAME|PATH[:ARGS]  load a plugin (built-in: memory); repeatable\n"
+    "  --engine E             ptrace (breakpoints, the default) or agent (hooks placed\n"
+    "                         in the program by the agent: no stop a call; -e, -l, -c,\n"
+    "                         --json, --sort, -T, -s, -t, -r, --depth, --time-filter,\n"
+    "                         -p, --duration only)\n"
     "  -p, --pid PID          attach to a running process and all its threads\n"
     "  --duration SECONDS     with -p: detach after SECONDS\n"
     "  -h, --help             show this help\n";
@@ -58,6 +62,7 @@ const struct option tp_cli_calls_longopts[] = {
     {"demangle", required_argument, NULL, CALLS_OPT_DEMANGLE},
     {"summary", no_argument, NULL, 'c'},
     {"sort", required_argument, NULL, CALLS_OPT_SORT},
+    {"engine", required_argument, NULL, CALLS_OPT_ENGINE},
     {"json", no_argument, NULL, CALLS_OPT_JSON},
     {"depth", required_argument, NULL, CALLS_OPT_DEPTH},
     {"time-filter", required_argument, NULL, CALLS_OPT_TIME_FILTER},
@@ -154,6 +159,15 @@ int tp_cli_calls_habit(int opt, const char *arg, struct tp_calls_opts *o, char *
 		}
 		o->mangled = !strcmp(arg, "no");
 		return 0;
+	case CALLS_OPT_ENGINE:
+		if (!strcmp(arg, "ptrace") || !strcmp(arg, "agent")) {
+			o->engine =
+			    !strcmp(arg, "agent") ? TP_CALLS_ENGINE_AGENT : TP_CALLS_ENGINE_PTRACE;
+			o->agent = tp_cli_agent_path();
+			return 0;
+		}
+		tp_cli_error("calls", "unknown engine '%s' (ptrace, agent)", arg);
+		return 2;
 	case CALLS_OPT_SORT:
 		for (size_t i = 0; i < sizeof(sort_keys) / sizeof(sort_keys[0]); i++)
 			if (!strcmp(arg, sort_keys[i])) {

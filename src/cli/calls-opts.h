@@ -24,6 +24,7 @@ enum {
 	CALLS_OPT_TIME_FILTER,
 	CALLS_OPT_SORT,
 	CALLS_OPT_DEMANGLE,
+	CALLS_OPT_ENGINE,
 };
 
 /* One of the peers' options @opt with argument @arg into @o.  -l LIB gives the pattern it

@@ -180,7 +180,7 @@ static void fn_bounds(uint64_t addr, const struct tp_rt_pad_where *w, struct tp_
 	memset(fn, 0, sizeof(*fn));
 	if (w && w->fn_lo && w->fn_hi > w->fn_lo && addr >= w->fn_lo && addr < w->fn_hi) {
 		fn->addr = w->fn_lo;
-		fn->len = w->fn_hi - w->fn_lo;
+		fn->len = (w->pad_hi > w->fn_hi ? w->pad_hi : w->fn_hi) - w->fn_lo;
 	} else if (dladdr1((void *)(uintptr_t)addr, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
 		   info.dli_saddr && sym->st_size &&
 		   addr < (uint64_t)(uintptr_t)info.dli_saddr + sym->st_size) {
@@ -254,7 +254,10 @@ static int put_pad(struct tp_arch_writer *w, struct tp_rt_pad *s, const uint8_t 
 			return TP_RT_PAD_WHY_CALL;
 		/* code after a ret or jmp is reached by branches only (another function,
 		 * maybe): without the function's bounds nothing says which */
-		if (at + in.len < res.covered && (in.kind == TP_INSN_RET || in.kind == TP_INSN_JMP))
+		if (at + in.len < res.covered &&
+		    (in.kind == TP_INSN_RET || in.kind == TP_INSN_JMP) &&
+		    !(where && where->pad_hi > where->fn_hi &&
+		      s->addr + at + in.len == where->fn_hi))
 			return TP_RT_PAD_WHY_TARGET;
 		s->ioff[s->ninsn] = (uint8_t)at;
 		s->icopy[s->ninsn++] = tp_arch_writer_pc(w);

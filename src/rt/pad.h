@@ -40,7 +40,11 @@ typedef void (*tp_rt_pad_fn)(const struct tp_rt_regs *regs, void *ctx);
  * bounds, the symbol around @addr (dladdr1) gives them; without either, only branches within
  * the 5 bytes themselves are seen. */
 struct tp_rt_pad_where {
-	uint64_t fn_lo, fn_hi;	 /* the function holding @addr: scanned for branches into it */
+	uint64_t fn_lo, fn_hi; /* the function holding @addr: scanned for branches into it */
+	/* [fn_hi, pad_hi): alignment padding after the function, which nothing reaches (0: none
+	 * known).  A function that ends in a ret or jmp before 5 bytes may then still get a jmp,
+	 * its last instruction copied to the pad and the padding covered. */
+	uint64_t pad_hi;
 	const uint64_t *targets; /* known branch targets (from DWARF, a jump table...) */
 	size_t ntargets;
 };

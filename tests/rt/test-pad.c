@@ -25,6 +25,8 @@ long pf_len2_c(long, long) __asm__("pf_len2");
 long pf_len3_c(long, long) __asm__("pf_len3");
 long pf_len4_c(long, long) __asm__("pf_len4");
 long pf_target_c(long) __asm__("pf_target");
+long pf_tiny_c(long, long) __asm__("pf_tiny");
+extern char pf_tiny[], pf_tiny_end[], pf_tiny_pad[];
 long pf_riprel_c(long) __asm__("pf_riprel");
 long pf_redzone_c(long) __asm__("pf_redzone");
 long pf_flags_c(long, long) __asm__("pf_flags");
@@ -180,6 +182,32 @@ static void test_target(void)
 		is_int(pf_target_c(3), 9, "given target: same result");
 		is_int(n, 2, "given target: one more hit");
 		removed("given target", p, pf_target, orig);
+	}
+}
+
+/* A 4-byte function (lea, ret): a jmp over the padding after it, when the caller says where
+ * the padding ends. */
+static void test_padding(void)
+{
+	struct tp_rt_pad_where w = bounds(pf_tiny, pf_tiny_end);
+	struct tp_rt_pad *p = NULL;
+	uint8_t orig[16];
+	uint64_t n = 0;
+
+	/* (a site keeps the code it was first built with: without pad_hi it would have been
+	 * the int3 path for good) */
+	memcpy(orig, pf_tiny, 16);
+	w.pad_hi = a(pf_tiny_pad);
+	ok(!tp_rt_pad_install(a(pf_tiny), collect, &n, TP_RT_PAD_STOPPED, &w, &p) && p,
+	   "tiny, padding: installed");
+	if (p) {
+		is_int(tp_rt_pad_kind(p), TP_RT_PAD_KIND_JMP, "tiny, padding: a jmp");
+		ok(tp_rt_pad_covered(p) >= 5 && a(pf_tiny) + tp_rt_pad_covered(p) <= a(pf_tiny_pad),
+		   "tiny, padding: the jmp covers the padding, not the next function");
+		is_int(pf_tiny_c(1000, 234), 1234, "tiny, padding: same result");
+		is_int(n, 1, "tiny, padding: one hit a call");
+		is_int(last.rip, a(pf_tiny), "tiny, padding: rip is the site");
+		removed("tiny, padding", p, pf_tiny, orig);
 	}
 }
 
@@ -432,6 +460,7 @@ int main(void)
 {
 	test_lengths();
 	test_target();
+	test_padding();
 	test_riprel();
 	test_redzone();
 	test_flags();
