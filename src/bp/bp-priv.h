@@ -43,7 +43,7 @@
 /* Steps out of a slot at a signal stop (an instruction and its jmp back), and at detach (a
  * slot's copy is one or two instructions, a return stub fourteen, and a tail call chains
  * stubs). */
-#define SIGNAL_STEPS_MAX 16
+#define SIGNAL_STEPS_MAX 8
 #define LEAVE_STEPS_MAX 128
 
 /* Signatures at the start of the areas (an SSOL area's slot 0, the stubs' stub 0): a later
@@ -190,11 +190,16 @@ static inline bool tp_bp_in_stubs(const struct tp_bps *b, uint64_t pc)
 	return b->amap && pc >= b->amap && pc < b->amap + ASYNC_CODE;
 }
 
-/* In an entry stub: a thread there goes on into a slot, and is stepped out like one. */
+/* In an entry stub: a thread there goes on into a slot. */
 static inline bool tp_bp_in_entry_stub(const struct tp_bps *b, uint64_t pc)
 {
 	return tp_bp_in_stubs(b, pc) && (pc - b->amap) % STUB_SIZE >= STUB_ENTRY;
 }
+
+/* Move stopped task @tid, at @pc in an entry stub, to where the stub goes on (the slot), its
+ * rax and rdx as the stub found them: the call keeps what it stamped, if anything.  0 or
+ * -errno. */
+int tp_bp_leave_entry_stub(struct tp_bps *b, pid_t tid, uint64_t pc);
 
 /* bp.c: the table */
 struct bp *tp_bp_add(struct tp_bps *b, uint64_t addr);

@@ -89,8 +89,13 @@ int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
 
 	for (;;) {
 		r = tp_proc_get_pc(tid, &pc);
-		if (r || !tp_bp_in_areas(bps, pc) ||
-		    (tp_bp_in_stubs(bps, pc) && !tp_bp_in_entry_stub(bps, pc)))
+		if (!r && tp_bp_in_entry_stub(bps, pc)) {
+			r = tp_bp_leave_entry_stub(bps, tid, pc);
+			if (!r)
+				r = tp_proc_get_pc(tid, &pc);
+			steps++;
+		}
+		if (r || !tp_bp_in_areas(bps, pc) || tp_bp_in_stubs(bps, pc))
 			break;
 		if (!steps && bps->tramp && pc == bps->tramp)
 			return 2;
@@ -131,6 +136,11 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 		struct bp *bp;
 
 		r = tp_proc_get_pc(tid, &pc);
+		if (!r && tp_bp_in_entry_stub(b, pc)) {
+			r = tp_bp_leave_entry_stub(b, tid, pc);
+			if (!r)
+				r = tp_proc_get_pc(tid, &pc);
+		}
 		if (r)
 			return r;
 		if (!tp_bp_in_areas(b, pc)) {

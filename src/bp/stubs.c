@@ -328,6 +328,30 @@ void tp_bps_set_errno(struct tp_bps *bps, int64_t tpoff)
 	bps->errno_known = true;
 }
 
+int tp_bp_leave_entry_stub(struct tp_bps *b, pid_t tid, uint64_t pc)
+{
+	uint32_t k = (uint32_t)((pc - b->amap) / STUB_SIZE);
+	uint64_t stub = tp_bp_stub_at(b, k) + STUB_ENTRY, rec = tp_bp_rec_at(b, k), to;
+	uint8_t code[STUB_SIZE];
+	struct tp_insn a, d;
+	struct user_regs_struct r;
+
+	/* its first two instructions save rax and rdx into the record; the third, rdtsc, is
+	 * the first to change them */
+	if (stub_code(b->amap, k, code) ||
+	    tp_arch_decode(code + STUB_ENTRY, STUB_SIZE - STUB_ENTRY, stub, &a) ||
+	    tp_arch_decode(code + STUB_ENTRY + a.len, STUB_SIZE - STUB_ENTRY - a.len, stub + a.len,
+			   &d) ||
+	    tp_proc_get_regs(tid, &r) || tp_proc_read(b->pid, rec + TP_RSTUB_ENTRY_TO, &to, 8) != 8)
+		return -EIO;
+	if (pc > stub + a.len + d.len &&
+	    (tp_proc_read(b->pid, rec + TP_RSTUB_RAX, &r.rax, 8) != 8 ||
+	     tp_proc_read(b->pid, rec + TP_RSTUB_RDX, &r.rdx, 8) != 8))
+		return -EIO;
+	r.rip = to;
+	return tp_proc_set_regs(tid, &r) ? -EIO : 0;
+}
+
 int tp_bp_stub_fault(struct tp_bps *bps, pid_t tid)
 {
 	struct user_regs_struct r;

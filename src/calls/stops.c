@@ -392,8 +392,12 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 	wall = ret_tsc > rc->entry_tsc ? ret_tsc - rc->entry_tsc : 0;
 	stalled = t->stall_tsc - rc->stall0;
 	rc->c.return_ns = rc->c.entry_ns + tp_calls_ticks_ns(s, wall); /* as the trace has it */
-	if (st->async && !stalled && st->entry_tsc > rc->entry_tsc && st->entry_tsc <= ret_tsc)
-		wall = ret_tsc - st->entry_tsc; /* ran on later than estimated (clock.c) */
+	if (st->async && st->entry_tsc > rc->entry_tsc && st->entry_tsc <= ret_tsc) {
+		/* it ran on later than estimated: the stop at its entry lasted that much longer */
+		if (!stalled)
+			wall = ret_tsc - st->entry_tsc;
+		t->stall_tsc += st->entry_tsc - rc->entry_tsc;
+	}
 	if (rc->f->kind == F_RESOLVER) {
 		tp_calls_resolved(s, im, t->tid, rc->f, st->rax);
 		goto out;
