@@ -131,12 +131,31 @@ ZyanStatus ZydisEncoderNopFill(void *buf, ZyanUSize len)
 
 void *tp_dbt_alloc(size_t size)
 {
+	static uint64_t populated;
 	uint64_t at = (tp_dbt.heap + 63) & ~63ull;
 
 	if (at + size > tp_dbt.heap_end || at + size < at)
 		return NULL;
 	tp_dbt.heap = at + size;
+	/* a step at a time, never past the heap's end (the start-up stack follows) */
+	if (tp_dbt.heap > populated) {
+		uint64_t from = populated > at ? populated : at & ~4095ull,
+			 to =
+			     (tp_dbt.heap + TP_DBT_POPULATE_STEP - 1) & ~(TP_DBT_POPULATE_STEP - 1);
+
+		if (to > tp_dbt.heap_end)
+			to = tp_dbt.heap_end;
+		tp_dbt_populate(from, to - from, 1);
+		populated = to;
+	}
 	return (void *)(uintptr_t)at; /* the heap is fresh anonymous memory: zeroed */
+}
+
+void tp_dbt_populate(uint64_t at, uint64_t len, int write)
+{
+	uint64_t s = at & ~4095ull, e = (at + len + 4095) & ~4095ull;
+
+	tp_raw3(SYS_madvise, s, e - s, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
 _Static_assert(TP_DBT_SPACE_AT >= TP_DBT_MAP_AT + TP_DBT_MAP_SIZE,
@@ -281,6 +300,10 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
 	t->table = (uint64_t)(uintptr_t)at + THREAD_STACK + THREAD_BLOCK;
 	t->alt = t->table + THREAD_TABLE + client_tls() + 4096;
+	/* the first thread's lookup table is probed all over at once (a fault a page); other
+	 * threads' fault as they are used, a page of memory each */
+	if (!tp_dbt.threads)
+		tp_dbt_populate(t->table, THREAD_TABLE, 1);
 	tp_raw3(SYS_mprotect, t->alt - 4096, 4096, PROT_NONE);
 	t->link = tp_dbt.threads;
 	tp_dbt_client_thread_new(t);

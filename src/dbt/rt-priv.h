@@ -84,6 +84,11 @@ void *tp_dbt_alloc(size_t size) TP_DBT_HIDDEN; /* zeroed, 64-aligned, never free
 /* mmap(@prot, @flags, @fd) of @size bytes in the runtime's own address space (never where
  * the program's mappings go); the address or -errno. */
 long tp_dbt_mmap(size_t size, int prot, int flags, int fd) TP_DBT_HIDDEN;
+/* Fault in the pages of [@at, @at + @len) with one system call (memory the runtime is about
+ * to fill: in a VM a fault taken a page at a time costs 15-25 us, more than the work on the
+ * page).  Best effort: before Linux 5.14 (EINVAL) the pages fault as they are touched. */
+void tp_dbt_populate(uint64_t at, uint64_t len, int write) TP_DBT_HIDDEN;
+#define TP_DBT_POPULATE_STEP (256ull << 10) /* how far ahead, at least */
 /* Record why the run cannot go on correctly (the first reason only) for tracepad. */
 void tp_dbt_fail(const char *what, uint64_t pc) TP_DBT_HIDDEN;
 /* Add the calling thread's count to the control block (what was not added before). */
@@ -107,10 +112,11 @@ void tp_dbt_unlock(void) TP_DBT_HIDDEN;
 #define TP_DBT_CHUNKS 64
 struct tp_dbt_chunk {
 	uint64_t rx, rw, used;
-	uint64_t *links; /* its exit stubs that are linked (undone when their target goes) */
-	uint64_t nlinks;
-	uint64_t retired; /* the epoch of the flush that retired it; 0 while in use */
-	int free;	  /* retired, and every thread has left it: to be filled anew */
+	uint64_t populated; /* bytes from its start faulted in, in both views */
+	uint64_t *links;    /* its exit stubs that are linked (undone when their target goes) */
+	uint64_t nlinks, links_in; /* and the bytes of its list faulted in */
+	uint64_t retired;	   /* the epoch of the flush that retired it; 0 while in use */
+	int free;		   /* retired, and every thread has left it: to be filled anew */
 };
 /* The cache holds @size bytes of code (0: its default), blocks take up to @room. */
 void tp_dbt_chunk_init(uint64_t size, uint64_t room) TP_DBT_HIDDEN;
