@@ -240,7 +240,7 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 	if (!ctl || tp_raw0(SYS_getpid) != tp_dbt.pid)
 		return;
 	tp_dbt_client_flush(t);
-	n = t->count - t->flushed;
+	n = tp_dbt_count(t) - t->flushed;
 	t->flushed += n;
 	th = slot_of(ctl, t);
 	if (!th) {
@@ -271,7 +271,9 @@ void tp_dbt_flush_all(void)
 #define THREAD_STACK TP_DBT_T_STACK_SIZE
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
-_Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT, "the lookup finds the table at %gs:4096");
+_Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT,
+	       "the lookup finds the table at %gs:TP_DBT_T_TABLE_AT");
+_Static_assert(offsetof(struct tp_dbt_thread, cells) == TP_DBT_T_CELLS, "the count's cells");
 #define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
 const uint64_t tp_dbt_client_tls_at = THREAD_BLOCK + THREAD_TABLE; /* clients' data */
 

@@ -21,9 +21,10 @@ struct tp_dbt_frame {
 
 /* The scratch slots of a thread as a signal found them (rt-signal.c). */
 struct tp_dbt_saved {
-	uint64_t uc, rax, rcx0, rdx, next, arg, count, ibl_rcx, ibl_rdx;
-	uint64_t cache_pc, prog_pc; /* the interrupted pc, and what the handler was shown */
-	uint64_t frame, stack;	    /* the thread's entry frame and runtime stack top */
+	uint64_t uc, rax, rcx0, rdx, next, arg, ibl_rcx, ibl_rdx;
+	uint64_t count[TP_DBT_NCELLS]; /* each cell of the count */
+	uint64_t cache_pc, prog_pc;    /* the interrupted pc, and what the handler was shown */
+	uint64_t frame, stack;	       /* the thread's entry frame and runtime stack top */
 };
 #define TP_DBT_SAVES 32
 
@@ -32,8 +33,9 @@ struct tp_dbt_saved {
 struct tp_dbt_thread {
 	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
 	uint64_t miss, stack, frame;
-	uint64_t flushed;     /* part of count already added to the control block */
-	uint64_t vfork_count; /* count when a vfork child started sharing this block */
+	uint64_t cells[TP_DBT_NCELLS - 1]; /* the count's other cells (rt-abi.h) */
+	uint64_t flushed;		   /* part of count already added to the control block */
+	uint64_t vfork_count;		   /* count when a vfork child started sharing this block */
 	int vfork_pending;
 	int nsave;
 	struct tp_dbt_saved save[TP_DBT_SAVES];
@@ -224,6 +226,29 @@ __attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame)
 /* Out of the cache for good: arch_prctl(ARCH_SET_GS, @gs), then the program's registers in
  * @f (rcx: where it goes on). */
 __attribute__((noreturn)) void tp_dbt_rt_leave(struct tp_dbt_frame *f, uint64_t gs) TP_DBT_HIDDEN;
+
+/* The count's cell @k of @t, and its whole count. */
+static inline uint64_t *tp_dbt_cell(struct tp_dbt_thread *t, int k)
+{
+	return k ? &t->cells[k - 1] : &t->count;
+}
+
+static inline uint64_t tp_dbt_count(struct tp_dbt_thread *t)
+{
+	uint64_t n = t->count;
+
+	for (int k = 1; k < TP_DBT_NCELLS; k++)
+		n += t->cells[k - 1];
+	return n;
+}
+
+/* The count is @n from now on (in its first cell). */
+static inline void tp_dbt_count_set(struct tp_dbt_thread *t, uint64_t n)
+{
+	for (int k = 1; k < TP_DBT_NCELLS; k++)
+		t->cells[k - 1] = 0;
+	t->count = n;
+}
 
 static inline struct tp_dbt_thread *tp_dbt_self(void)
 {
