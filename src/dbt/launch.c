@@ -415,6 +415,8 @@ static const char *const zydis_names[TP_DBT_ZY_COUNT] = {
     [TP_DBT_ZY_MNEMONIC_STRING] = "ZydisMnemonicGetString",
     [TP_DBT_ZY_ENCODE_ABS] = "ZydisEncoderEncodeInstructionAbsolute",
     [TP_DBT_ZY_NOP_FILL] = "ZydisEncoderNopFill",
+    [TP_DBT_ZY_DECODE_INSN] = "ZydisDecoderDecodeInstruction",
+    [TP_DBT_ZY_DECODE_OPS] = "ZydisDecoderDecodeOperands",
 };
 
 /* $TRACEPAD_DBT_CACHE_SIZE: the code cache's size in bytes (K or M after the number), to

@@ -77,6 +77,8 @@ enum tp_dbt_zydis_fn {
 	TP_DBT_ZY_MNEMONIC_STRING,
 	TP_DBT_ZY_ENCODE_ABS,
 	TP_DBT_ZY_NOP_FILL,
+	TP_DBT_ZY_DECODE_INSN, /* without the operands, which most translations need not */
+	TP_DBT_ZY_DECODE_OPS,
 	TP_DBT_ZY_COUNT
 };
 

@@ -137,6 +137,7 @@ static int decode(uint64_t pc, struct dec *d)
 	static int ready;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	ZydisDecodedInstruction zi;
+	ZydisDecoderContext ctx;
 
 	if (!ready &&
 	    ZYAN_FAILED(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
@@ -144,11 +145,21 @@ static int decode(uint64_t pc, struct dec *d)
 	ready = 1;
 	d->pc = pc;
 	d->have = fetch(pc, d->b, 0);
-	if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, d->b, d->have, &zi, ops)) &&
+	if (ZYAN_FAILED(ZydisDecoderDecodeInstruction(&dec, &ctx, d->b, d->have, &zi)) &&
 	    (d->have == TP_ARCH_MAX_INSN_LEN ||
-	     ZYAN_FAILED(
-		 ZydisDecoderDecodeFull(&dec, d->b, d->have = fetch(pc, d->b, 1), &zi, ops))))
+	     ZYAN_FAILED(ZydisDecoderDecodeInstruction(&dec, &ctx, d->b,
+						       d->have = fetch(pc, d->b, 1), &zi))))
 		return -EINVAL;
+	/* the operands (a third of decoding) only where tp_arch_insn_from_zydis reads them:
+	 * a RIP-relative operand (modrm 00 101, its only encoding), a relative branch, int n */
+	if ((zi.attributes & ZYDIS_ATTRIB_IS_RELATIVE) || zi.mnemonic == ZYDIS_MNEMONIC_INT ||
+	    ((zi.attributes & ZYDIS_ATTRIB_HAS_MODRM) && zi.raw.modrm.mod == 0 &&
+	     zi.raw.modrm.rm == 5)) {
+		if (ZYAN_FAILED(ZydisDecoderDecodeOperands(&dec, &ctx, &zi, ops, zi.operand_count)))
+			return -EINVAL;
+	} else {
+		zi.operand_count = zi.operand_count_visible = 0;
+	}
 	d->cpu_flags = zi.cpu_flags;
 	d->category = zi.meta.category;
 	d->attributes = zi.attributes;

@@ -88,6 +88,25 @@ ZyanStatus ZydisDecoderDecodeFull(const ZydisDecoder *d, const void *buf, ZyanUS
 										   insn, ops);
 }
 
+ZyanStatus ZydisDecoderDecodeInstruction(const ZydisDecoder *d, ZydisDecoderContext *ctx,
+					 const void *buf, ZyanUSize len,
+					 ZydisDecodedInstruction *insn)
+{
+	return ZY(TP_DBT_ZY_DECODE_INSN,
+		  ZyanStatus(*)(const ZydisDecoder *, ZydisDecoderContext *, const void *,
+				ZyanUSize, ZydisDecodedInstruction *))(d, ctx, buf, len, insn);
+}
+
+ZyanStatus ZydisDecoderDecodeOperands(const ZydisDecoder *d, const ZydisDecoderContext *ctx,
+				      const ZydisDecodedInstruction *insn, ZydisDecodedOperand *ops,
+				      ZyanU8 n)
+{
+	return ZY(TP_DBT_ZY_DECODE_OPS,
+		  ZyanStatus(*)(const ZydisDecoder *, const ZydisDecoderContext *,
+				const ZydisDecodedInstruction *, ZydisDecodedOperand *,
+				ZyanU8))(d, ctx, insn, ops, n);
+}
+
 ZyanStatus ZydisCalcAbsoluteAddress(const ZydisDecodedInstruction *insn,
 				    const ZydisDecodedOperand *op, ZyanU64 addr, ZyanU64 *out)
 {
