@@ -372,16 +372,20 @@ static int image_load(struct ctx *c, struct image *im, uint64_t base, const stru
 }
 
 /* image_load() with the file open in the program meanwhile; its path is written at the
- * heap's start first (the boot record goes there later). */
+ * bottom of the runtime's start-up stack (the heap must stay zeroed: the runtime's
+ * allocator hands it out as it is). */
 static int image_load_file(struct ctx *c, struct image *im, uint64_t base,
 			   const struct image *imports)
 {
+	const uint64_t at = TP_DBT_HEAP_AT + TP_DBT_HEAP_SIZE - TP_DBT_STACK_SIZE;
 	int64_t fd, ret;
-	int err = tp_proc_write(c->pid, TP_DBT_HEAP_AT, im->path, strlen(im->path) + 1);
+	int err = strlen(im->path) >= PATH_MAX
+		      ? -ENAMETOOLONG
+		      : tp_proc_write(c->pid, at, im->path, strlen(im->path) + 1);
 
 	if (!err)
-		err = inject(c, SYS_openat, (uint64_t)AT_FDCWD, TP_DBT_HEAP_AT,
-			     O_RDONLY | O_CLOEXEC, 0, 0, 0, &fd);
+		err = inject(c, SYS_openat, (uint64_t)AT_FDCWD, at, O_RDONLY | O_CLOEXEC, 0, 0, 0,
+			     &fd);
 	if (err)
 		return fail(c, err, "cannot open %s in the program: %s", im->path, strerror(-err));
 	err = image_load(c, im, base, imports, fd);
