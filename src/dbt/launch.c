@@ -1,8 +1,8 @@
 /* Taking over a program at its execve stop (see dbt.h).  The runtime and libZydis are
- * loaded here, on the tracer side, by a small ELF loader: their segments are laid out in
- * one buffer, relocated for the address they will have, written into the stopped program
- * and protected; libZydis's few libc imports are bound to the runtime's own functions.
- * The program's loader never sees either object. */
+ * loaded here, on the tracer side, by a small ELF loader: their segments are mapped from
+ * their files into the stopped program (page cache pages, nothing copied), the pages their
+ * relocations write are written into it relocated, and libZydis's few libc imports are
+ * bound to the runtime's own functions.  The program's loader never sees either object. */
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
@@ -26,15 +26,17 @@
 #define PAGE 4096ull
 
 struct image {
-	char *file;
+	const char *file; /* the file, mapped read-only */
 	size_t size;
 	const char *path;
-	uint8_t *mem; /* the laid-out image */
 	uint64_t span, base;
 	const Elf64_Sym *syms;
 	size_t nsyms;
 	const char *strs;
 	size_t strsz;
+	/* the pages that relocations (and a .bss's first bytes) write, laid out as loaded */
+	uint8_t *patch;
+	uint64_t patch_lo, patch_hi;
 };
 
 struct ctx {
@@ -74,8 +76,9 @@ static int map_fixed(struct ctx *c, uint64_t at, uint64_t size, int prot, int fl
 
 static void image_free(struct image *im)
 {
-	free(im->file);
-	free(im->mem);
+	if (im->file)
+		munmap((void *)im->file, im->size);
+	free(im->patch);
 }
 
 static const void *at_off(const struct image *im, uint64_t off, uint64_t len)
@@ -83,26 +86,53 @@ static const void *at_off(const struct image *im, uint64_t off, uint64_t len)
 	return off <= im->size && len <= im->size - off ? im->file + off : NULL;
 }
 
-/* Read the file and lay its PT_LOAD segments out as they will be mapped. */
+static const Elf64_Phdr *phdrs(const struct image *im, int *n)
+{
+	const Elf64_Ehdr *eh = (const void *)im->file;
+
+	*n = eh->e_phnum;
+	return (const void *)(im->file + eh->e_phoff);
+}
+
+/* The file's bytes at address @vaddr of the image (@len of them in one segment's file
+ * part), NULL when there are none. */
+static const void *at_vaddr(const struct image *im, uint64_t vaddr, uint64_t len)
+{
+	int n;
+	const Elf64_Phdr *ph = phdrs(im, &n);
+
+	for (int i = 0; i < n; i++)
+		if (ph[i].p_type == PT_LOAD && vaddr >= ph[i].p_vaddr &&
+		    vaddr - ph[i].p_vaddr <= ph[i].p_filesz &&
+		    len <= ph[i].p_filesz - (vaddr - ph[i].p_vaddr))
+			return at_off(im, ph[i].p_offset + (vaddr - ph[i].p_vaddr), len);
+	return NULL;
+}
+
+/* Map the file (read-only: only what is read of it is faulted in) and check its
+ * headers and segments. */
 static int image_read(struct ctx *c, struct image *im, const char *path)
 {
 	const Elf64_Ehdr *eh;
 	const Elf64_Phdr *ph;
 	const Elf64_Shdr *sh;
 	struct stat st;
+	void *m = MAP_FAILED;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	memset(im, 0, sizeof(*im));
 	im->path = path;
-	if (fd < 0 || fstat(fd, &st) || !(im->file = malloc((size_t)st.st_size)) ||
-	    read(fd, im->file, (size_t)st.st_size) != st.st_size) {
-		int err = -errno ? -errno : -EIO;
+	if (fd >= 0 && !fstat(fd, &st) && st.st_size > 0)
+		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (m == MAP_FAILED) {
+		int err = errno ? -errno : -EIO;
 
 		if (fd >= 0)
 			close(fd);
 		return fail(c, err, "cannot read %s%s", path, "");
 	}
 	close(fd);
+	im->file = m;
 	im->size = (size_t)st.st_size;
 	eh = at_off(im, 0, sizeof(*eh));
 	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_type != ET_DYN ||
@@ -110,22 +140,17 @@ static int image_read(struct ctx *c, struct image *im, const char *path)
 	    !(ph = at_off(im, eh->e_phoff, eh->e_phnum * sizeof(*ph))) ||
 	    !(sh = at_off(im, eh->e_shoff, eh->e_shnum * sizeof(*sh))))
 		return fail(c, -ENOEXEC, "%s: not an x86-64 shared object%s", path, "");
-	for (int i = 0; i < eh->e_phnum; i++)
-		if (ph[i].p_type == PT_LOAD && ph[i].p_vaddr + ph[i].p_memsz > im->span)
-			im->span = ph[i].p_vaddr + ph[i].p_memsz;
-	im->span = (im->span + PAGE - 1) & ~(PAGE - 1);
-	im->mem = calloc(1, im->span);
-	if (!im->mem)
-		return -ENOMEM;
 	for (int i = 0; i < eh->e_phnum; i++) {
-		const void *src = at_off(im, ph[i].p_offset, ph[i].p_filesz);
-
 		if (ph[i].p_type != PT_LOAD)
 			continue;
-		if (!src || ph[i].p_filesz > ph[i].p_memsz)
+		/* mapped from the file page by page, as ld.so does */
+		if (ph[i].p_filesz > ph[i].p_memsz || (ph[i].p_offset - ph[i].p_vaddr) % PAGE ||
+		    !at_off(im, ph[i].p_offset, ph[i].p_filesz))
 			return fail(c, -ENOEXEC, "%s: bad segment%s", path, "");
-		memcpy(im->mem + ph[i].p_vaddr, src, ph[i].p_filesz);
+		if (ph[i].p_vaddr + ph[i].p_memsz > im->span)
+			im->span = ph[i].p_vaddr + ph[i].p_memsz;
 	}
+	im->span = (im->span + PAGE - 1) & ~(PAGE - 1);
 	for (int i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_type != SHT_DYNSYM || sh[i].sh_link >= eh->e_shnum)
 			continue;
@@ -163,7 +188,9 @@ static int relocate(struct ctx *c, struct image *im, const Elf64_Rela *r, size_t
 		uint32_t type = ELF64_R_TYPE(r[i].r_info), si = ELF64_R_SYM(r[i].r_info);
 		uint64_t v = 0;
 
-		if (r[i].r_offset + 8 > im->span)
+		if (type == R_X86_64_NONE)
+			continue;
+		if (r[i].r_offset < im->patch_lo || r[i].r_offset + 8 > im->patch_hi)
 			return fail(c, -ENOEXEC, "%s: bad relocation%s", im->path, "");
 		if (si) {
 			const Elf64_Sym *s = si < im->nsyms ? &im->syms[si] : NULL;
@@ -188,82 +215,182 @@ static int relocate(struct ctx *c, struct image *im, const Elf64_Rela *r, size_t
 		case R_X86_64_64:
 			v += (uint64_t)r[i].r_addend;
 			break;
-		case R_X86_64_NONE:
-			continue;
 		default:
 			return fail(c, -ENOEXEC, "%s: a relocation the loader does not know%s",
 				    im->path, "");
 		}
-		memcpy(im->mem + r[i].r_offset, &v, 8);
+		memcpy(im->patch + (r[i].r_offset - im->patch_lo), &v, 8);
 	}
 	return 0;
 }
 
-/* Map @im at @base in the program, relocated, imports from @imports. */
-static int image_load(struct ctx *c, struct image *im, uint64_t base, const struct image *imports)
+static int prot_of(const Elf64_Phdr *ph)
 {
-	const Elf64_Ehdr *eh = (const void *)im->file;
-	const Elf64_Phdr *ph = (const void *)(im->file + eh->e_phoff);
-	uint64_t rela = 0, relasz = 0, jmprel = 0, pltsz = 0;
+	return (ph->p_flags & PF_R ? PROT_READ : 0) | (ph->p_flags & PF_W ? PROT_WRITE : 0) |
+	       (ph->p_flags & PF_X ? PROT_EXEC : 0);
+}
+
+/* What segment @i's loading writes, [*lo, *hi) (empty: lo >= hi): the words relocations
+ * write, and the bytes of its .bss that share a page with its file part. */
+static void seg_patch(const Elf64_Phdr *ph, const Elf64_Rela *r, size_t n, uint64_t *lo,
+		      uint64_t *hi)
+{
+	uint64_t fe = ph->p_vaddr + ph->p_filesz, me = ph->p_vaddr + ph->p_memsz;
+
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (ELF64_R_TYPE(r[i].r_info) == R_X86_64_NONE || r[i].r_offset < ph->p_vaddr ||
+		    r[i].r_offset >= me)
+			continue;
+		*lo = r[i].r_offset < *lo ? r[i].r_offset : *lo;
+		*hi = r[i].r_offset + 8 > *hi ? r[i].r_offset + 8 : *hi;
+	}
+	if (me > fe && fe % PAGE) {
+		uint64_t pe = (fe + PAGE - 1) & ~(PAGE - 1);
+
+		*lo = fe < *lo ? fe : *lo;
+		*hi = (pe < me ? pe : me) > *hi ? (pe < me ? pe : me) : *hi;
+	}
+}
+
+/* Map @im at @base in the program from its file (open there as @fd), relocated, imports
+ * from @imports: the whole span reserved first, then each segment mapped over it as ld.so
+ * does; the pages relocations write become the program's own copies, written through
+ * /proc/PID/mem, so only they are copied. */
+static int image_load(struct ctx *c, struct image *im, uint64_t base, const struct image *imports,
+		      int64_t fd)
+{
+	int nph;
+	const Elf64_Phdr *ph = phdrs(im, &nph);
+	uint64_t rela = 0, relasz = 0, jmprel = 0, pltsz = 0, lo, hi;
+	const Elf64_Rela *rel = NULL;
+	Elf64_Rela *r = NULL;
+	size_t n1, n2;
+	int64_t ret;
 	int err;
 
 	im->base = base;
-	for (int i = 0; i < eh->e_phnum; i++) {
-		if (ph[i].p_type != PT_DYNAMIC)
-			continue;
-		for (uint64_t off = ph[i].p_vaddr;
-		     off + sizeof(Elf64_Dyn) <= im->span && off < ph[i].p_vaddr + ph[i].p_memsz;
-		     off += sizeof(Elf64_Dyn)) {
-			const Elf64_Dyn *d = (const void *)(im->mem + off);
+	for (int i = 0; i < nph; i++) {
+		const Elf64_Dyn *d =
+		    ph[i].p_type == PT_DYNAMIC ? at_vaddr(im, ph[i].p_vaddr, ph[i].p_filesz) : NULL;
 
-			if (d->d_tag == DT_NULL)
-				break;
-			if (d->d_tag == DT_RELA)
-				rela = d->d_un.d_ptr;
-			else if (d->d_tag == DT_RELASZ)
-				relasz = d->d_un.d_val;
-			else if (d->d_tag == DT_JMPREL)
-				jmprel = d->d_un.d_ptr;
-			else if (d->d_tag == DT_PLTRELSZ)
-				pltsz = d->d_un.d_val;
+		for (uint64_t k = 0; d && k < ph[i].p_filesz / sizeof(*d) && d[k].d_tag != DT_NULL;
+		     k++) {
+			if (d[k].d_tag == DT_RELA)
+				rela = d[k].d_un.d_ptr;
+			else if (d[k].d_tag == DT_RELASZ)
+				relasz = d[k].d_un.d_val;
+			else if (d[k].d_tag == DT_JMPREL)
+				jmprel = d[k].d_un.d_ptr;
+			else if (d[k].d_tag == DT_PLTRELSZ)
+				pltsz = d[k].d_un.d_val;
 		}
 	}
-	if (rela + relasz > im->span || jmprel + pltsz > im->span)
+	n1 = relasz / sizeof(Elf64_Rela);
+	n2 = pltsz / sizeof(Elf64_Rela);
+	if ((n1 && !at_vaddr(im, rela, relasz)) || (n2 && !at_vaddr(im, jmprel, pltsz)))
 		return fail(c, -ENOEXEC, "%s: bad dynamic section%s", im->path, "");
-	/* the tables are read from a copy: relocating may write over them (RELRO data) */
-	{
-		size_t n1 = relasz / sizeof(Elf64_Rela), n2 = pltsz / sizeof(Elf64_Rela);
-		Elf64_Rela *r = malloc((n1 + n2 + 1) * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		memcpy(r, im->mem + rela, n1 * sizeof(*r));
-		memcpy(r + n1, im->mem + jmprel, n2 * sizeof(*r));
-		err = relocate(c, im, r, n1 + n2, imports);
-		free(r);
-		if (err)
-			return err;
+	/* both tables in one array, in the file's order */
+	r = malloc((n1 + n2 + 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	if (n1)
+		memcpy(r, at_vaddr(im, rela, relasz), n1 * sizeof(*r));
+	if (n2)
+		memcpy(r + n1, at_vaddr(im, jmprel, pltsz), n2 * sizeof(*r));
+	rel = r;
+	/* the bytes loading writes, laid out as loaded: the file's, zeros past it */
+	im->patch_lo = UINT64_MAX;
+	im->patch_hi = 0;
+	for (int i = 0; i < nph; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		seg_patch(&ph[i], rel, n1 + n2, &lo, &hi);
+		if (lo < hi) {
+			im->patch_lo = lo < im->patch_lo ? lo : im->patch_lo;
+			im->patch_hi = hi > im->patch_hi ? hi : im->patch_hi;
+		}
 	}
-	err = map_fixed(c, base, im->span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
-	if (err)
+	if (im->patch_lo < im->patch_hi) {
+		if (!(im->patch = calloc(1, im->patch_hi - im->patch_lo))) {
+			free(r);
+			return -ENOMEM;
+		}
+		for (int i = 0; i < nph; i++) {
+			uint64_t s = ph[i].p_vaddr, e = ph[i].p_vaddr + ph[i].p_filesz;
+
+			s = s > im->patch_lo ? s : im->patch_lo;
+			e = e < im->patch_hi ? e : im->patch_hi;
+			if (ph[i].p_type == PT_LOAD && s < e)
+				memcpy(im->patch + (s - im->patch_lo), at_vaddr(im, s, e - s),
+				       e - s);
+		}
+	}
+	err = relocate(c, im, rel, n1 + n2, imports);
+	if (err) {
+		free(r);
+		return err;
+	}
+	err = map_fixed(c, base, im->span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			-1);
+	if (err) {
+		free(r);
 		return fail(c, err, "cannot map %s into the program: %s", im->path, strerror(-err));
-	err = tp_proc_write(c->pid, base, im->mem, im->span);
-	for (int i = 0; !err && i < eh->e_phnum; i++) {
-		uint64_t s = ph[i].p_vaddr & ~(PAGE - 1), e = ph[i].p_vaddr + ph[i].p_memsz;
-		int prot = (ph[i].p_flags & PF_R ? PROT_READ : 0) |
-			   (ph[i].p_flags & PF_W ? PROT_WRITE : 0) |
-			   (ph[i].p_flags & PF_X ? PROT_EXEC : 0);
-		int64_t ret;
+	}
+	for (int i = 0; !err && i < nph; i++) {
+		uint64_t s = ph[i].p_vaddr & ~(PAGE - 1),
+			 fe = (ph[i].p_vaddr + ph[i].p_filesz + PAGE - 1) & ~(PAGE - 1),
+			 me = (ph[i].p_vaddr + ph[i].p_memsz + PAGE - 1) & ~(PAGE - 1);
+		int prot = ph[i].p_type == PT_LOAD ? prot_of(&ph[i]) : 0;
 
 		if (ph[i].p_type != PT_LOAD)
 			continue;
-		e = (e + PAGE - 1) & ~(PAGE - 1);
-		err = inject(c, SYS_mprotect, base + s, e - s, (uint64_t)prot, 0, 0, 0, &ret);
+		seg_patch(&ph[i], rel, n1 + n2, &lo, &hi);
+		if (lo < hi)
+			prot |= PROT_WRITE; /* until its pages are written */
+		if (fe > s)
+			err = inject(c, SYS_mmap, base + s, fe - s, (uint64_t)prot,
+				     MAP_PRIVATE | MAP_FIXED, (uint64_t)fd,
+				     ph[i].p_offset - (ph[i].p_vaddr - s), &ret);
+		if (!err && me > fe)
+			err =
+			    inject(c, SYS_mmap, base + fe, me - fe, (uint64_t)prot,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, (uint64_t)-1, 0, &ret);
+		if (!err && lo < hi)
+			err = tp_proc_write(c->pid, base + lo, im->patch + (lo - im->patch_lo),
+					    hi - lo);
+		if (!err && lo < hi && !(ph[i].p_flags & PF_W))
+			err = inject(c, SYS_mprotect, base + s, me - s, (uint64_t)prot_of(&ph[i]),
+				     0, 0, 0, &ret);
 	}
+	free(r);
 	if (err)
 		return fail(c, err, "cannot load %s into the program: %s", im->path,
 			    strerror(-err));
 	return 0;
+}
+
+/* image_load() with the file open in the program meanwhile; its path is written at the
+ * bottom of the runtime's start-up stack (the heap must stay zeroed: the runtime's
+ * allocator hands it out as it is). */
+static int image_load_file(struct ctx *c, struct image *im, uint64_t base,
+			   const struct image *imports)
+{
+	const uint64_t at = TP_DBT_HEAP_AT + TP_DBT_HEAP_SIZE - TP_DBT_STACK_SIZE;
+	int64_t fd, ret;
+	int err = strlen(im->path) >= PATH_MAX
+		      ? -ENAMETOOLONG
+		      : tp_proc_write(c->pid, at, im->path, strlen(im->path) + 1);
+
+	if (!err)
+		err = inject(c, SYS_openat, (uint64_t)AT_FDCWD, at, O_RDONLY | O_CLOEXEC, 0, 0, 0,
+			     &fd);
+	if (err)
+		return fail(c, err, "cannot open %s in the program: %s", im->path, strerror(-err));
+	err = image_load(c, im, base, imports, fd);
+	inject(c, SYS_close, (uint64_t)fd, 0, 0, 0, 0, 0, &ret);
+	return err;
 }
 
 const char *tp_dbt_runtime_path(const char *agent)
@@ -292,6 +419,8 @@ static const char *const zydis_names[TP_DBT_ZY_COUNT] = {
     [TP_DBT_ZY_MNEMONIC_STRING] = "ZydisMnemonicGetString",
     [TP_DBT_ZY_ENCODE_ABS] = "ZydisEncoderEncodeInstructionAbsolute",
     [TP_DBT_ZY_NOP_FILL] = "ZydisEncoderNopFill",
+    [TP_DBT_ZY_DECODE_INSN] = "ZydisDecoderDecodeInstruction",
+    [TP_DBT_ZY_DECODE_OPS] = "ZydisDecoderDecodeOperands",
 };
 
 /* $TRACEPAD_DBT_CACHE_SIZE: the code cache's size in bytes (K or M after the number), to
@@ -365,13 +494,13 @@ int tp_dbt_takeover(struct tp_proc *p, pid_t pid, const struct tp_dbt_takeover *
 		e = image_read(&c, &rt, o->runtime);
 	if (!e)
 		e = image_read(&c, &zy, dl.dli_fname);
-	if (!e)
-		e = image_load(&c, &rt, TP_DBT_RT_AT, NULL);
-	if (!e)
-		e = image_load(&c, &zy, TP_DBT_ZYDIS_AT, &rt);
 	if (!e && (e = map_fixed(&c, TP_DBT_HEAP_AT, TP_DBT_HEAP_SIZE, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1)))
 		fail(&c, e, "cannot map the runtime's memory: %s%s", strerror(-e), "");
+	if (!e)
+		e = image_load_file(&c, &rt, TP_DBT_RT_AT, NULL);
+	if (!e)
+		e = image_load_file(&c, &zy, TP_DBT_ZYDIS_AT, &rt);
 	if (!e && o->ctl_fd >= 0 &&
 	    (e = map_fixed(&c, TP_DBT_CTL_AT, o->ctl_size, PROT_READ | PROT_WRITE, MAP_SHARED,
 			   o->ctl_fd)))

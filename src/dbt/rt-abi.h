@@ -39,9 +39,16 @@
 #define TP_DBT_T_MISS 104  /* entry: an inline lookup missed, rax = program target */
 #define TP_DBT_T_STACK 112 /* top of the thread's runtime stack, where its C code runs */
 #define TP_DBT_T_FRAME 120 /* the program's registers as the last entry into C pushed them */
+#define TP_DBT_T_CELLS 128 /* the count's other cells (below) */
 #define TP_DBT_T_STACK_SIZE 0x10000ull
-#define TP_DBT_T_SIZE 128
-#define TP_DBT_T_TABLE_AT 4096 /* the table follows the block (rt-main.c) */
+#define TP_DBT_T_SIZE (TP_DBT_T_CELLS + 8 * (TP_DBT_NCELLS - 1))
+
+/* The thread's count is the sum of cells that blocks add to in turn (TP_DBT_T_COUNT, then
+ * TP_DBT_T_CELLS on): one counter added to by every block made a chain of read-add-stores
+ * through memory, a block after the other, that bounded the program's speed. */
+#define TP_DBT_NCELLS 16
+#define TP_DBT_CELL_OFF(k) ((k) ? TP_DBT_T_CELLS + 8 * ((k)-1) : TP_DBT_T_COUNT)
+#define TP_DBT_T_TABLE_AT 8192 /* the table follows the block (rt-main.c) */
 
 /* The table is indexed by the target's low bits (movzwl: no flag is touched). */
 #define TP_DBT_IBL_BITS 16
@@ -70,6 +77,8 @@ enum tp_dbt_zydis_fn {
 	TP_DBT_ZY_MNEMONIC_STRING,
 	TP_DBT_ZY_ENCODE_ABS,
 	TP_DBT_ZY_NOP_FILL,
+	TP_DBT_ZY_DECODE_INSN, /* without the operands, which most translations need not */
+	TP_DBT_ZY_DECODE_OPS,
 	TP_DBT_ZY_COUNT
 };
 

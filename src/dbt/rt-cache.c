@@ -12,6 +12,7 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/arch.h"
+#include "arch/x86_64/decode-priv.h"
 #include "base/procfs.h"
 #include "dbt/rt-client.h"
 #include "dbt/rt-priv.h"
@@ -110,51 +111,103 @@ static size_t fetch(uint64_t pc, uint8_t *out, int cross)
 	return (size_t)n;
 }
 
+/* One instruction decoded, with what both the translation and the count's flags test
+ * read.  The first instructions of a block are decoded by the flags test and kept for the
+ * translation that follows (decoding is a fifth of the start-up's cost). */
+struct dec {
+	uint64_t pc;
+	size_t have; /* bytes fetched */
+	uint8_t b[TP_ARCH_MAX_INSN_LEN];
+	struct tp_insn in;
+	const ZydisAccessedFlags *cpu_flags;
+	ZydisInstructionCategory category;
+	ZydisInstructionAttributes attributes;
+};
+#define DEC_AHEAD 8
+static struct {
+	struct dec d[DEC_AHEAD]; /* the block's first instructions, in order */
+	int n;
+} D;
+
+/* Decode the instruction at @pc into @d; 0, or -EINVAL for bytes the decoder does not
+ * know. */
+static int decode(uint64_t pc, struct dec *d)
+{
+	static ZydisDecoder dec;
+	static int ready;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedInstruction zi;
+	ZydisDecoderContext ctx;
+
+	if (!ready &&
+	    ZYAN_FAILED(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
+		return -EINVAL;
+	ready = 1;
+	d->pc = pc;
+	d->have = fetch(pc, d->b, 0);
+	if (ZYAN_FAILED(ZydisDecoderDecodeInstruction(&dec, &ctx, d->b, d->have, &zi)) &&
+	    (d->have == TP_ARCH_MAX_INSN_LEN ||
+	     ZYAN_FAILED(ZydisDecoderDecodeInstruction(&dec, &ctx, d->b,
+						       d->have = fetch(pc, d->b, 1), &zi))))
+		return -EINVAL;
+	/* the operands (a third of decoding) only where tp_arch_insn_from_zydis reads them:
+	 * a RIP-relative operand (modrm 00 101, its only encoding), a relative branch, int n */
+	if ((zi.attributes & ZYDIS_ATTRIB_IS_RELATIVE) || zi.mnemonic == ZYDIS_MNEMONIC_INT ||
+	    ((zi.attributes & ZYDIS_ATTRIB_HAS_MODRM) && zi.raw.modrm.mod == 0 &&
+	     zi.raw.modrm.rm == 5)) {
+		if (ZYAN_FAILED(ZydisDecoderDecodeOperands(&dec, &ctx, &zi, ops, zi.operand_count)))
+			return -EINVAL;
+	} else {
+		zi.operand_count = zi.operand_count_visible = 0;
+	}
+	d->cpu_flags = zi.cpu_flags;
+	d->category = zi.meta.category;
+	d->attributes = zi.attributes;
+	return tp_arch_insn_from_zydis(&zi, ops, pc, &d->in);
+}
+
+/* The @i-th instruction of the block being translated, at @pc: kept, or decoded now. */
+static const struct dec *decode_nth(int i, uint64_t pc, struct dec *spare)
+{
+	if (i < D.n && D.d[i].pc == pc)
+		return &D.d[i];
+	return decode(pc, spare) ? NULL : spare;
+}
+
 /* Are the status flags dead at @pc: written by the block's first instructions before any
  * reads them?  Then the count is one add.  Writes that may not happen are not writes: a
  * shift or rotate by 0, a rep string instruction with rcx = 0; nor are "undefined" ones
- * (a CPU may leave such a flag unchanged). */
+ * (a CPU may leave such a flag unchanged).  Called as the block at @pc is begun: what is
+ * decoded here is kept for its translation. */
 int tp_dbt_flags_dead_at(uint64_t pc)
 {
 	const uint32_t status = ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF |
 				ZYDIS_CPUFLAG_ZF | ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF;
-	static ZydisDecoder dec;
-	static int ready;
 	uint32_t need = status;
 
-	if (!ready &&
-	    ZYAN_FAILED(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
-		return 0;
-	ready = 1;
-	for (int i = 0; i < 8; i++) {
-		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-		ZydisDecodedInstruction in;
-		uint8_t b[TP_ARCH_MAX_INSN_LEN];
-		size_t have = fetch(pc, b, 0);
+	D.n = 0;
+	for (int i = 0; i < DEC_AHEAD; i++) {
+		struct dec *d = &D.d[i];
 		const ZydisAccessedFlags *f;
 
-		if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, have, &in, ops)) &&
-		    (have == TP_ARCH_MAX_INSN_LEN ||
-		     ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, b, fetch(pc, b, 1), &in, ops))))
+		if (decode(pc, d))
 			return 0;
-		if (!in.cpu_flags)
+		D.n = i + 1;
+		if (!d->cpu_flags)
 			return 0;
-		f = in.cpu_flags;
-		if ((f->tested & need) || in.meta.category == ZYDIS_CATEGORY_COND_BR ||
-		    in.meta.category == ZYDIS_CATEGORY_UNCOND_BR ||
-		    in.meta.category == ZYDIS_CATEGORY_CALL ||
-		    in.meta.category == ZYDIS_CATEGORY_RET ||
-		    in.meta.category == ZYDIS_CATEGORY_SYSCALL ||
-		    in.meta.category == ZYDIS_CATEGORY_INTERRUPT)
+		f = d->cpu_flags;
+		if ((f->tested & need) || d->category == ZYDIS_CATEGORY_COND_BR ||
+		    d->category == ZYDIS_CATEGORY_UNCOND_BR || d->category == ZYDIS_CATEGORY_CALL ||
+		    d->category == ZYDIS_CATEGORY_RET || d->category == ZYDIS_CATEGORY_SYSCALL ||
+		    d->category == ZYDIS_CATEGORY_INTERRUPT)
 			return 0;
-		if (in.meta.category != ZYDIS_CATEGORY_SHIFT &&
-		    in.meta.category != ZYDIS_CATEGORY_ROTATE &&
-		    !(in.attributes &
+		if (d->category != ZYDIS_CATEGORY_SHIFT && d->category != ZYDIS_CATEGORY_ROTATE &&
+		    !(d->attributes &
 		      (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)))
 			need &= ~(f->modified | f->set_0 | f->set_1);
 		if (!need)
 			return 1;
-		pc += in.length;
+		pc += d->in.len;
 	}
 	return 0;
 }
@@ -245,6 +298,11 @@ static int put_copy(struct tp_arch_writer *w, const uint8_t *b, const struct tp_
 
 	if (w->cap - w->len < 64)
 		return -ENOSPC;
+	/* what does not depend on where it runs is copied as the relocator would */
+	if (!(in->flags & (TP_INSN_F_RIPREL | TP_INSN_F_RELBR))) {
+		tp_arch_put_data(w, b, in->len);
+		return w->err;
+	}
 	err = tp_arch_relocate(b, in->len, pc, tp_arch_writer_pc(w), w->buf + w->len,
 			       w->cap - w->len, &n);
 	if (!err)
@@ -268,21 +326,23 @@ static uint64_t translate(uint64_t pc)
 	}
 	start = c->rx + c->used;
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
+	D.n = 0; /* nothing decoded ahead for this block yet */
 	tp_dbt_map_begin();
 	tp_dbt_map_mark(0, 0, TP_DBT_MK_HIDDEN);
 	tp_dbt_client_block_begin(pc, &w);
 	while (!done && !err && !w.err) {
-		uint8_t b[TP_ARCH_MAX_INSN_LEN];
-		size_t have = fetch(cur, b, 0);
+		struct dec spare;
+		const struct dec *d = decode_nth((int)ninsn, cur, &spare);
+		const uint8_t *b;
 		struct tp_insn in;
 		uint64_t next;
 
-		if (tp_arch_decode(b, have, cur, &in) &&
-		    (have == TP_ARCH_MAX_INSN_LEN ||
-		     tp_arch_decode(b, fetch(cur, b, 1), cur, &in))) {
+		if (!d) {
 			put_undecodable(&w, cur, pc);
 			break;
 		}
+		b = d->b;
+		in = d->in;
 		next = cur + in.len;
 		ninsn++;
 		/* a handler interrupting this instruction's code sees its address, and the

@@ -109,6 +109,8 @@ static struct tp_dbt_chunk *chunk_new(uint64_t pc)
 	c->rx = rx;
 	c->rw = rw;
 	c->used = 0;
+	c->populated = 0;
+	c->links_in = 0;
 	c->nlinks = 0;
 	c->retired = 0;
 	c->free = 0;
@@ -154,6 +156,7 @@ void tp_dbt_cache_forked(void)
 		}
 		tp_raw2(SYS_munmap, c->rw, CHUNK_SIZE);
 		c->rw = (uint64_t)w;
+		c->populated = 0;
 		tp_dbt_map_chunk(c->rx, c->rw);
 	}
 }
@@ -199,6 +202,14 @@ void tp_dbt_chunk_link(uint64_t stub, uint64_t to)
 	/* a retired chunk is left through the dispatcher only */
 	if (!c || c->retired || !c->links || c->nlinks >= LINKS_MAX)
 		return;
+	if ((c->nlinks + 1) * 8 > c->links_in) {
+		uint64_t to = (c->nlinks + 1) * 8 + TP_DBT_POPULATE_STEP / 4;
+
+		if (to > LINKS_MAX * 8)
+			to = LINKS_MAX * 8;
+		tp_dbt_populate((uint64_t)(uintptr_t)c->links + c->links_in, to - c->links_in, 1);
+		c->links_in = to;
+	}
 	c->links[c->nlinks++] = stub;
 	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
 	if (rel == (int32_t)rel) {
@@ -421,6 +432,16 @@ struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc)
 		tp_raw2(SYS_nanosleep, &ts, NULL);
 		tp_dbt_lock();
 		c = chunk_find(pc);
+	}
+	/* the block's room in both views, faulted in ahead in one go */
+	if (c && c->used + K.room > c->populated) {
+		uint64_t from = c->populated, to = c->used + K.room + TP_DBT_POPULATE_STEP;
+
+		if (to > CHUNK_SIZE)
+			to = CHUNK_SIZE;
+		tp_dbt_populate(c->rw + from, to - from, 1);
+		tp_dbt_populate(c->rx + from, to - from, 0);
+		c->populated = to;
 	}
 	return c;
 }

@@ -28,7 +28,8 @@
 #define MAX_SLOTS (1u << 20)
 #define NOT_IN_REGION (1ull << 63) /* a limit no stack pointer reaches */
 
-extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_n[], tp_dbt_tpl_count_end[];
+extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[],
+    tp_dbt_tpl_count_end[];
 extern const uint8_t tp_dbt_tpl_count_add[], tp_dbt_tpl_count_add_end[];
 extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_end[];
 extern const uint8_t tp_dbt_tpl_bc_add[], tp_dbt_tpl_bc_add_end[];
@@ -63,6 +64,7 @@ static struct {
 	/* the block being translated */
 	size_t count_at;
 	uint32_t ninsn, slot;
+	int cell; /* the count's cell the next block adds to */
 	uint64_t pc;
 	struct tp_dbt_insn buf[128];
 } K;
@@ -191,13 +193,27 @@ static void count_block_begin(uint64_t pc, struct tp_arch_writer *w)
 	K.pc = pc;
 	K.ninsn = 0;
 	if (!blocks()) {
+		/* the count's cells in turn (rt-abi.h) */
+		int32_t cell = TP_DBT_CELL_OFF(K.cell);
+
+		K.cell = (K.cell + 1) % TP_DBT_NCELLS;
 		if (dead) {
 			put(w, tp_dbt_tpl_count_add, tp_dbt_tpl_count_add_end);
 			K.count_at = w->len - 4;
+			if (!w->err)
+				memcpy(w->buf + w->len - 8, &cell, 4);
 		} else {
+			size_t at = w->len;
+
 			put(w, tp_dbt_tpl_count, tp_dbt_tpl_count_end);
 			K.count_at =
 			    w->len - (size_t)(tp_dbt_tpl_count_end - tp_dbt_tpl_count_n) - 4;
+			if (!w->err) {
+				memcpy(w->buf + at + (tp_dbt_tpl_count_w - tp_dbt_tpl_count) - 4,
+				       &cell, 4);
+				memcpy(w->buf + at + (tp_dbt_tpl_count_n - tp_dbt_tpl_count) + 5,
+				       &cell, 4);
+			}
 		}
 		return;
 	}

@@ -233,7 +233,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	 * ran is not the parent's, as under the other engines */
 	if (t->vfork_pending && tp_raw0(SYS_getpid) != tp_dbt.pid &&
 	    (nr == SYS_execve || nr == SYS_execveat || nr == SYS_exit || nr == SYS_exit_group)) {
-		t->count = t->vfork_count;
+		tp_dbt_count_set(t, t->vfork_count);
 		tp_dbt_client_vfork(t, 1);
 		t->vfork_pending = 0;
 		return back;
@@ -259,7 +259,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		return back;
 	case SYS_vfork:
 		t->vfork_pin = back;
-		t->vfork_count = t->count;
+		t->vfork_count = tp_dbt_count(t);
 		tp_dbt_client_vfork(t, 0);
 		t->vfork_pending = 1;
 		note(TP_AGENT_ST_FORKED);
@@ -287,7 +287,7 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 			return clone_thread(t, back, f, nr, flags);
 		if (flags & CLONE_VFORK) {
 			t->vfork_pin = back;
-			t->vfork_count = t->count;
+			t->vfork_count = tp_dbt_count(t);
 			tp_dbt_client_vfork(t, 0);
 			t->vfork_pending = 1;
 		}

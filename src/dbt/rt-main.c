@@ -88,6 +88,25 @@ ZyanStatus ZydisDecoderDecodeFull(const ZydisDecoder *d, const void *buf, ZyanUS
 										   insn, ops);
 }
 
+ZyanStatus ZydisDecoderDecodeInstruction(const ZydisDecoder *d, ZydisDecoderContext *ctx,
+					 const void *buf, ZyanUSize len,
+					 ZydisDecodedInstruction *insn)
+{
+	return ZY(TP_DBT_ZY_DECODE_INSN,
+		  ZyanStatus(*)(const ZydisDecoder *, ZydisDecoderContext *, const void *,
+				ZyanUSize, ZydisDecodedInstruction *))(d, ctx, buf, len, insn);
+}
+
+ZyanStatus ZydisDecoderDecodeOperands(const ZydisDecoder *d, const ZydisDecoderContext *ctx,
+				      const ZydisDecodedInstruction *insn, ZydisDecodedOperand *ops,
+				      ZyanU8 n)
+{
+	return ZY(TP_DBT_ZY_DECODE_OPS,
+		  ZyanStatus(*)(const ZydisDecoder *, const ZydisDecoderContext *,
+				const ZydisDecodedInstruction *, ZydisDecodedOperand *,
+				ZyanU8))(d, ctx, insn, ops, n);
+}
+
 ZyanStatus ZydisCalcAbsoluteAddress(const ZydisDecodedInstruction *insn,
 				    const ZydisDecodedOperand *op, ZyanU64 addr, ZyanU64 *out)
 {
@@ -131,12 +150,31 @@ ZyanStatus ZydisEncoderNopFill(void *buf, ZyanUSize len)
 
 void *tp_dbt_alloc(size_t size)
 {
+	static uint64_t populated;
 	uint64_t at = (tp_dbt.heap + 63) & ~63ull;
 
 	if (at + size > tp_dbt.heap_end || at + size < at)
 		return NULL;
 	tp_dbt.heap = at + size;
+	/* a step at a time, never past the heap's end (the start-up stack follows) */
+	if (tp_dbt.heap > populated) {
+		uint64_t from = populated > at ? populated : at & ~4095ull,
+			 to =
+			     (tp_dbt.heap + TP_DBT_POPULATE_STEP - 1) & ~(TP_DBT_POPULATE_STEP - 1);
+
+		if (to > tp_dbt.heap_end)
+			to = tp_dbt.heap_end;
+		tp_dbt_populate(from, to - from, 1);
+		populated = to;
+	}
 	return (void *)(uintptr_t)at; /* the heap is fresh anonymous memory: zeroed */
+}
+
+void tp_dbt_populate(uint64_t at, uint64_t len, int write)
+{
+	uint64_t s = at & ~4095ull, e = (at + len + 4095) & ~4095ull;
+
+	tp_raw3(SYS_madvise, s, e - s, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
 _Static_assert(TP_DBT_SPACE_AT >= TP_DBT_MAP_AT + TP_DBT_MAP_SIZE,
@@ -221,7 +259,7 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 	if (!ctl || tp_raw0(SYS_getpid) != tp_dbt.pid)
 		return;
 	tp_dbt_client_flush(t);
-	n = t->count - t->flushed;
+	n = tp_dbt_count(t) - t->flushed;
 	t->flushed += n;
 	th = slot_of(ctl, t);
 	if (!th) {
@@ -252,7 +290,9 @@ void tp_dbt_flush_all(void)
 #define THREAD_STACK TP_DBT_T_STACK_SIZE
 #define THREAD_BLOCK ((sizeof(struct tp_dbt_thread) + 4095) & ~(size_t)4095)
 #define THREAD_TABLE ((size_t)16 * TP_DBT_IBL_SIZE)
-_Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT, "the lookup finds the table at %gs:4096");
+_Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT,
+	       "the lookup finds the table at %gs:TP_DBT_T_TABLE_AT");
+_Static_assert(offsetof(struct tp_dbt_thread, cells) == TP_DBT_T_CELLS, "the count's cells");
 #define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
 const uint64_t tp_dbt_client_tls_at = THREAD_BLOCK + THREAD_TABLE; /* clients' data */
 
@@ -281,6 +321,10 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 	t->gate = (uint64_t)(uintptr_t)&tp_dbt_rt_gate;
 	t->table = (uint64_t)(uintptr_t)at + THREAD_STACK + THREAD_BLOCK;
 	t->alt = t->table + THREAD_TABLE + client_tls() + 4096;
+	/* the first thread's lookup table is probed all over at once (a fault a page); other
+	 * threads' fault as they are used, a page of memory each */
+	if (!tp_dbt.threads)
+		tp_dbt_populate(t->table, THREAD_TABLE, 1);
 	tp_raw3(SYS_mprotect, t->alt - 4096, 4096, PROT_NONE);
 	t->link = tp_dbt.threads;
 	tp_dbt_client_thread_new(t);

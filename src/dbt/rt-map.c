@@ -24,6 +24,7 @@ struct area {
 	uint32_t *index;
 	uint8_t *recs;
 	uint64_t nrec, used;
+	uint64_t index_in, recs_in; /* bytes of each faulted in ahead (tp_dbt_populate) */
 	struct tp_dbt_map_area *pub;
 };
 
@@ -249,6 +250,19 @@ static void bp_plant(const struct area *a, uint64_t cache, uint64_t pc)
 	}
 }
 
+/* @need bytes from @base are about to be written: fault them in, and a step more. */
+static void ahead(uint8_t *base, uint64_t *in, uint64_t need, uint64_t cap)
+{
+	uint64_t to = need + TP_DBT_POPULATE_STEP;
+
+	if (need <= *in)
+		return;
+	if (to > cap)
+		to = cap;
+	tp_dbt_populate((uint64_t)(uintptr_t)base + *in, to - *in, 1);
+	*in = to;
+}
+
 void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t len, uint64_t pc,
 		       uint64_t end)
 {
@@ -264,6 +278,8 @@ void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t
 	size = (size + 7) & ~(size_t)7;
 	if (a->nrec >= TP_DBT_MAP_INDEX_CAP || a->used + size > TP_DBT_MAP_RECS_CAP)
 		return;
+	ahead(a->recs, &a->recs_in, a->used + size, TP_DBT_MAP_RECS_CAP);
+	ahead((uint8_t *)a->index, &a->index_in, (a->nrec + 1) * 4, TP_DBT_MAP_INDEX_CAP * 4ull);
 	/* an instruction ends where the next one begins, the last one at the block's end */
 	for (uint32_t i = M.n; i-- > 0;) {
 		struct tp_dbt_map_mark *m = &M.marks[i];
@@ -436,6 +452,7 @@ void tp_dbt_map_forked(void)
 	copy = (uint8_t *)(uintptr_t)at;
 	memcpy(copy, old, TP_DBT_MAP_HEAD_SIZE);
 	for (int k = 0; k < M.nareas; k++) {
+		M.areas[k].index_in = M.areas[k].recs_in = 0; /* a new file */
 		memcpy(copy + TP_DBT_MAP_INDEX_OFF(k), old + TP_DBT_MAP_INDEX_OFF(k),
 		       M.areas[k].nrec * 4);
 		memcpy(copy + TP_DBT_MAP_RECS_OFF(k), old + TP_DBT_MAP_RECS_OFF(k),

@@ -21,9 +21,10 @@ struct tp_dbt_frame {
 
 /* The scratch slots of a thread as a signal found them (rt-signal.c). */
 struct tp_dbt_saved {
-	uint64_t uc, rax, rcx0, rdx, next, arg, count, ibl_rcx, ibl_rdx;
-	uint64_t cache_pc, prog_pc; /* the interrupted pc, and what the handler was shown */
-	uint64_t frame, stack;	    /* the thread's entry frame and runtime stack top */
+	uint64_t uc, rax, rcx0, rdx, next, arg, ibl_rcx, ibl_rdx;
+	uint64_t count[TP_DBT_NCELLS]; /* each cell of the count */
+	uint64_t cache_pc, prog_pc;    /* the interrupted pc, and what the handler was shown */
+	uint64_t frame, stack;	       /* the thread's entry frame and runtime stack top */
 };
 #define TP_DBT_SAVES 32
 
@@ -32,8 +33,9 @@ struct tp_dbt_saved {
 struct tp_dbt_thread {
 	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
 	uint64_t miss, stack, frame;
-	uint64_t flushed;     /* part of count already added to the control block */
-	uint64_t vfork_count; /* count when a vfork child started sharing this block */
+	uint64_t cells[TP_DBT_NCELLS - 1]; /* the count's other cells (rt-abi.h) */
+	uint64_t flushed;		   /* part of count already added to the control block */
+	uint64_t vfork_count;		   /* count when a vfork child started sharing this block */
 	int vfork_pending;
 	int nsave;
 	struct tp_dbt_saved save[TP_DBT_SAVES];
@@ -84,6 +86,11 @@ void *tp_dbt_alloc(size_t size) TP_DBT_HIDDEN; /* zeroed, 64-aligned, never free
 /* mmap(@prot, @flags, @fd) of @size bytes in the runtime's own address space (never where
  * the program's mappings go); the address or -errno. */
 long tp_dbt_mmap(size_t size, int prot, int flags, int fd) TP_DBT_HIDDEN;
+/* Fault in the pages of [@at, @at + @len) with one system call (memory the runtime is about
+ * to fill: in a VM a fault taken a page at a time costs 15-25 us, more than the work on the
+ * page).  Best effort: before Linux 5.14 (EINVAL) the pages fault as they are touched. */
+void tp_dbt_populate(uint64_t at, uint64_t len, int write) TP_DBT_HIDDEN;
+#define TP_DBT_POPULATE_STEP (256ull << 10) /* how far ahead, at least */
 /* Record why the run cannot go on correctly (the first reason only) for tracepad. */
 void tp_dbt_fail(const char *what, uint64_t pc) TP_DBT_HIDDEN;
 /* Add the calling thread's count to the control block (what was not added before). */
@@ -107,10 +114,11 @@ void tp_dbt_unlock(void) TP_DBT_HIDDEN;
 #define TP_DBT_CHUNKS 64
 struct tp_dbt_chunk {
 	uint64_t rx, rw, used;
-	uint64_t *links; /* its exit stubs that are linked (undone when their target goes) */
-	uint64_t nlinks;
-	uint64_t retired; /* the epoch of the flush that retired it; 0 while in use */
-	int free;	  /* retired, and every thread has left it: to be filled anew */
+	uint64_t populated; /* bytes from its start faulted in, in both views */
+	uint64_t *links;    /* its exit stubs that are linked (undone when their target goes) */
+	uint64_t nlinks, links_in; /* and the bytes of its list faulted in */
+	uint64_t retired;	   /* the epoch of the flush that retired it; 0 while in use */
+	int free;		   /* retired, and every thread has left it: to be filled anew */
 };
 /* The cache holds @size bytes of code (0: its default), blocks take up to @room. */
 void tp_dbt_chunk_init(uint64_t size, uint64_t room) TP_DBT_HIDDEN;
@@ -218,6 +226,29 @@ __attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame)
 /* Out of the cache for good: arch_prctl(ARCH_SET_GS, @gs), then the program's registers in
  * @f (rcx: where it goes on). */
 __attribute__((noreturn)) void tp_dbt_rt_leave(struct tp_dbt_frame *f, uint64_t gs) TP_DBT_HIDDEN;
+
+/* The count's cell @k of @t, and its whole count. */
+static inline uint64_t *tp_dbt_cell(struct tp_dbt_thread *t, int k)
+{
+	return k ? &t->cells[k - 1] : &t->count;
+}
+
+static inline uint64_t tp_dbt_count(struct tp_dbt_thread *t)
+{
+	uint64_t n = t->count;
+
+	for (int k = 1; k < TP_DBT_NCELLS; k++)
+		n += t->cells[k - 1];
+	return n;
+}
+
+/* The count is @n from now on (in its first cell). */
+static inline void tp_dbt_count_set(struct tp_dbt_thread *t, uint64_t n)
+{
+	for (int k = 1; k < TP_DBT_NCELLS; k++)
+		t->cells[k - 1] = 0;
+	t->count = n;
+}
 
 static inline struct tp_dbt_thread *tp_dbt_self(void)
 {

@@ -317,7 +317,8 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 		s->rdx = t->rdx;
 		s->next = t->next;
 		s->arg = t->arg;
-		s->count = t->count;
+		for (int k = 0; k < TP_DBT_NCELLS; k++)
+			s->count[k] = *tp_dbt_cell(t, k);
 		s->ibl_rcx = t->ibl_rcx;
 		s->ibl_rdx = t->ibl_rdx;
 		s->cache_pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
@@ -364,21 +365,30 @@ static int in_template(uint64_t pc, const uint8_t *tpl, const uint8_t *at, const
 
 /* The count is read, added to and stored back by several instructions: a handler that
  * interrupted them counted into the value they hold in a register, which would store
- * over its instructions.  That register gets them. */
-static void count_fix(ucontext_t *uc, uint64_t delta)
+ * over its instructions.  That register gets what the handler added to the cell it holds
+ * (a block's cell is the disp32 of its load, after the template's first 14 bytes; the rep
+ * templates' is the first). */
+static void count_fix(ucontext_t *uc, struct tp_dbt_thread *t, const struct tp_dbt_saved *s)
 {
-	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP], start = 0;
 	greg_t *rax = &uc->uc_mcontext.gregs[REG_RAX], *rdx = &uc->uc_mcontext.gregs[REG_RDX];
+	const size_t load = (size_t)(tp_dbt_tpl_count_w - tp_dbt_tpl_count) - 4;
+	int32_t off;
 
-	if (!delta)
-		return;
-	if (in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_w, tp_dbt_tpl_count_w) ||
-	    in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_n, tp_dbt_tpl_count_w))
-		*rax += (greg_t)delta;
-	else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w, tp_dbt_tpl_rep_w))
-		*rdx += (greg_t)delta;
-	else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w2, tp_dbt_tpl_rep_w))
-		*rax += (greg_t)delta;
+	if (in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_w, tp_dbt_tpl_count + load))
+		start = pc - (uint64_t)(tp_dbt_tpl_count_w - tp_dbt_tpl_count);
+	else if (in_template(pc, tp_dbt_tpl_count, tp_dbt_tpl_count_n, tp_dbt_tpl_count + load))
+		start = pc - (uint64_t)(tp_dbt_tpl_count_n - tp_dbt_tpl_count);
+	if (start) {
+		memcpy(&off, (const void *)(uintptr_t)(start + load), 4);
+		for (int k = 0; k < TP_DBT_NCELLS; k++)
+			if (off == TP_DBT_CELL_OFF(k))
+				*rax += (greg_t)(*tp_dbt_cell(t, k) - s->count[k]);
+	} else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w, tp_dbt_tpl_rep_w)) {
+		*rdx += (greg_t)(t->count - s->count[0]);
+	} else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w2, tp_dbt_tpl_rep_w)) {
+		*rax += (greg_t)(t->count - s->count[0]);
+	}
 }
 
 /* rt_sigreturn with the frame at @rsp: the slots as the signal found them, and a resume
@@ -431,7 +441,7 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		t->arg = s->arg;
 		t->ibl_rcx = s->ibl_rcx;
 		t->ibl_rdx = s->ibl_rdx;
-		count_fix(uc, t->count - s->count);
+		count_fix(uc, t, s);
 	}
 	tp_dbt_client_signal(t, NULL, uc);
 	/* it goes on there, whatever a flush does meanwhile */
