@@ -112,6 +112,17 @@ static int map_init(void)
 	M.head = (struct tp_dbt_map_head *)(uintptr_t)at;
 	head_init(M.head);
 	M.bps = (struct tp_dbt_map_bp *)(uintptr_t)(at + M.head->bps_off);
+	if (tp_dbt.boot->flags & TP_DBT_BOOT_BREAK_ENTRY) {
+		/* the debugger that launched the program takes it at its first instruction:
+		 * the first block gets the int3 like any other (it removes it then) */
+		uint64_t pc = tp_dbt.boot->regs.rip;
+		struct tp_dbt_map_bp *b = &M.bps[tp_dbt_map_bp_hash(pc, TP_DBT_MAP_BPS)];
+
+		b->pc = pc;
+		b->orig = *(const uint8_t *)(uintptr_t)pc;
+		b->state = TP_DBT_BP_SET;
+		M.head->nbps = 1;
+	}
 	M.ready = 1;
 	return 1;
 }

@@ -1,0 +1,649 @@
+/* The interposer's engine: what gdb sees of a program that runs in the code cache, after
+ * seed 003's debug specifications.  Stops are reported at program instructions only (a
+ * stop in hidden code is stepped ahead), registers read back as program values (cache pc
+ * -> program pc, pc - 1 after a breakpoint) and written back mapped into the cache,
+ * breakpoint bytes gdb writes into the text go to the breakpoint repository (every cache
+ * copy, now and later), and reads of the text give back what gdb wrote. */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "agent/agent-abi.h"
+#include "base/log.h"
+#include "base/procfs.h"
+#include "dbt/dbt.h"
+#include "dbt/map.h"
+#include "dbt/rt-abi.h"
+#include "debug/debug.h"
+#include "proc/inject.h"
+#include "proc/proc.h"
+
+#define MAX_THREADS 512
+#define MAX_PROCS 16
+#define MAX_FDS 64
+#define INT3 0xcc
+#define EFLAGS_TF 0x100
+/* Single-steps of one roll-ahead before it is given up (the runtime translating a block
+ * takes thousands). */
+#define ROLL_MAX 2000000
+
+struct dproc {
+	pid_t pid; /* 0: free */
+	struct tp_dbt_map *map;
+};
+
+struct dthr {
+	pid_t tid; /* 0: free */
+	struct dproc *pr;
+	bool stepping;	/* gdb single-stepped it */
+	bool at_bp;	/* stopped after an int3 of a breakpoint at a site */
+	bool fake_exec; /* stopped at its first instruction in the cache, shown as its exec stop */
+	struct user_regs_struct exec_regs;
+	siginfo_t exec_si;
+};
+
+/* Every pid gdb's waits returned, so that only a new one's exec is taken over. */
+static pid_t seen[MAX_THREADS];
+static struct dproc procs[MAX_PROCS];
+static struct dthr thrs[MAX_THREADS];
+static struct {
+	int fd;
+	pid_t pid;
+} memfds[MAX_FDS];
+
+static bool seen_add(pid_t pid)
+{
+	for (int i = 0; i < MAX_THREADS; i++)
+		if (seen[i] == pid)
+			return false;
+	for (int i = 0; i < MAX_THREADS; i++)
+		if (!seen[i]) {
+			seen[i] = pid;
+			break;
+		}
+	return true;
+}
+
+static void seen_del(pid_t pid)
+{
+	for (int i = 0; i < MAX_THREADS; i++)
+		if (seen[i] == pid)
+			seen[i] = 0;
+}
+
+static struct dthr *thr_find(pid_t tid)
+{
+	for (int i = 0; i < MAX_THREADS; i++)
+		if (thrs[i].tid == tid)
+			return &thrs[i];
+	return NULL;
+}
+
+static struct dthr *thr_add(pid_t tid, struct dproc *pr)
+{
+	for (int i = 0; i < MAX_THREADS; i++)
+		if (!thrs[i].tid) {
+			memset(&thrs[i], 0, sizeof(thrs[i]));
+			thrs[i].tid = tid;
+			thrs[i].pr = pr;
+			return &thrs[i];
+		}
+	return NULL;
+}
+
+static struct dproc *proc_find(pid_t pid)
+{
+	for (int i = 0; i < MAX_PROCS; i++)
+		if (procs[i].pid == pid)
+			return &procs[i];
+	return NULL;
+}
+
+static void proc_forget(struct dproc *pr)
+{
+	for (int i = 0; i < MAX_THREADS; i++)
+		if (thrs[i].pr == pr)
+			thrs[i].tid = 0;
+	tp_dbt_map_close(pr->map);
+	pr->map = NULL;
+	pr->pid = 0;
+}
+
+/* ---- the count's control block ---- */
+
+/* One control block for the session, whose memfd gdb's children inherit (gdb forks the
+ * program): made empty again at each takeover, read at the program's exit. */
+static char *rt_path; /* $TRACEPAD_DEBUG_RT, taken out of the environment */
+
+static struct {
+	int fd;
+	struct tp_agent_ctl *ctl;
+	size_t size;
+} C = {-1, NULL, 0};
+
+#define CTL_THREADS 256
+#define CTL_MAPS 1024
+
+static void ctl_reset(void)
+{
+	struct tp_agent_ctl *ctl = C.ctl;
+	size_t toff = (sizeof(*ctl) + 4095) & ~(size_t)4095;
+
+	memset(ctl, 0, C.size);
+	ctl->magic = TP_AGENT_MAGIC;
+	ctl->abi = TP_AGENT_ABI;
+	ctl->mode = TP_AGENT_PASSIVE;
+	ctl->size = C.size;
+	ctl->threads_off = toff;
+	ctl->max_threads = CTL_THREADS;
+	ctl->maps_off = toff + CTL_THREADS * sizeof(struct tp_agent_thread);
+	ctl->max_maps = CTL_MAPS;
+	ctl->addrs_off = ctl->maps_off + CTL_MAPS * sizeof(struct tp_agent_map);
+	ctl->flags = TP_CTL_WHOLE;
+	ctl->tracer_pid = getpid();
+}
+
+void tp_debug_init(void)
+{
+	const char *rt = getenv(TP_DEBUG_ENV_RT);
+	size_t size = ((sizeof(struct tp_agent_ctl) + 4095) & ~(size_t)4095) +
+		      CTL_THREADS * sizeof(struct tp_agent_thread) +
+		      CTL_MAPS * sizeof(struct tp_agent_map);
+	int fd = memfd_create("tracepad-ctl", 0), hi;
+	void *at;
+
+	/* the program gets the environment it would have without tracepad */
+	if (rt && *rt)
+		rt_path = strdup(rt);
+	unsetenv(TP_DEBUG_ENV_RT);
+	size = (size + 4095) & ~(size_t)4095;
+	if (fd < 0)
+		return;
+	/* out of the way of gdb's fds and the program's; inherited by the program */
+	hi = fcntl(fd, F_DUPFD, 100);
+	close(fd);
+	if (hi < 0 || ftruncate(hi, (off_t)size) ||
+	    (at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, hi, 0)) == MAP_FAILED) {
+		if (hi >= 0)
+			close(hi);
+		return;
+	}
+	C.fd = hi;
+	C.ctl = at;
+	C.size = size;
+}
+
+/* The program's count at its exit: every thread's, as `tracepad count --engine dbt`. */
+static void ctl_report(void)
+{
+	struct tp_agent_ctl *ctl = C.ctl;
+	const struct tp_agent_thread *th;
+	uint64_t total = 0;
+	uint32_t n;
+
+	if (!ctl || !(__atomic_load_n(&ctl->state, __ATOMIC_ACQUIRE) & TP_AGENT_ST_ACTIVE))
+		return;
+	th = (const void *)((char *)ctl + ctl->threads_off);
+	n = ctl->nthreads < ctl->max_threads ? ctl->nthreads : ctl->max_threads;
+	for (uint32_t i = 0; i < n; i++)
+		total += th[i].count;
+	total += ctl->overflow_count;
+	if (ctl->state & TP_AGENT_ST_ERROR) {
+		ctl->error[sizeof(ctl->error) - 1] = 0;
+		tp_warn("the code cache stopped: %s", ctl->error);
+	}
+	tp_info("%llu instructions", (unsigned long long)total);
+	ctl->state = 0;
+}
+
+/* ---- registers ---- */
+
+static bool in_runtime(uint64_t a)
+{
+	return a >= TP_DBT_REGION && a < TP_DBT_SPACE_END;
+}
+
+/* The program's view of the registers @r of @t (the real ones): the seed's Read Register. */
+static void regs_shown(const struct dthr *t, struct user_regs_struct *r)
+{
+	struct tp_dbt_pc m;
+
+	if (t->at_bp && !tp_dbt_map_to_program(t->pr->map, r->rip - 1, &m) &&
+	    m.kind == TP_DBT_PC_INSN)
+		r->rip = m.pc + 1;
+	else if (!tp_dbt_map_to_program(t->pr->map, r->rip, &m) && m.kind != TP_DBT_PC_RUNTIME)
+		r->rip = m.pc;
+	/* the runtime's %gs, and its private TCB before the program has TLS */
+	if (in_runtime(r->fs_base))
+		r->fs_base = 0;
+	if (in_runtime(r->gs_base))
+		r->gs_base = 0;
+	r->eflags &= ~(unsigned long long)EFLAGS_TF;
+	if (t->fake_exec) {
+		r->orig_rax = t->exec_regs.orig_rax;
+		r->eflags = t->exec_regs.eflags;
+	}
+}
+
+/* Registers @want that gdb writes, as the cache needs them (the seed's Write Register): a
+ * pc written back unchanged or set back onto a breakpoint keeps its place in the cache,
+ * another goes to a cache copy of the instruction there. */
+static int regs_write(struct dthr *t, const struct user_regs_struct *want)
+{
+	struct user_regs_struct real, shown, w = *want;
+	int err = tp_proc_get_regs(t->tid, &real);
+
+	if (err)
+		return err;
+	shown = real;
+	regs_shown(t, &shown);
+	if (w.rip == shown.rip) {
+		w.rip = real.rip;
+	} else if (t->at_bp && w.rip == shown.rip - 1) {
+		w.rip = real.rip - 1;
+	} else {
+		struct tp_dbt_copy c[8];
+		size_t n = tp_dbt_map_copies(t->pr->map, w.rip, c, 8), i;
+
+		for (i = 0; i < n && i < 8 && c[i].stale; i++)
+			;
+		if (i < n && i < 8)
+			w.rip = c[i].cache;
+		else
+			tp_warn("the pc set to 0x%llx, code not translated yet: the program "
+				"leaves the code cache there",
+				(unsigned long long)w.rip);
+	}
+	if (w.fs_base == shown.fs_base)
+		w.fs_base = real.fs_base;
+	if (w.gs_base == shown.gs_base)
+		w.gs_base = real.gs_base;
+	if (w.orig_rax == shown.orig_rax)
+		w.orig_rax = real.orig_rax;
+	if (w.eflags == shown.eflags)
+		w.eflags = real.eflags & ~(unsigned long long)EFLAGS_TF;
+	if (w.rip != real.rip)
+		t->at_bp = false;
+	t->fake_exec = false;
+	return tp_proc_set_regs(t->tid, &w);
+}
+
+/* ---- taking a program over at its exec ---- */
+
+static const char *runtime_path(void)
+{
+	return rt_path;
+}
+
+/* @pid stopped at its exec (the SIGTRAP of a PTRACE_TRACEME child, no options set): load
+ * the runtime, run it to the program's first instruction in the cache (an int3 there, set
+ * through the boot record), and leave it stopped there, shown as the exec stop. */
+static int takeover(pid_t pid)
+{
+	struct tp_dbt_takeover o = {
+	    .ctl_fd = C.fd, .ctl_size = C.size, .boot_flags = TP_DBT_BOOT_BREAK_ENTRY};
+	struct user_regs_struct regs;
+	struct tp_proc *p = NULL;
+	struct tp_dbt_pc m;
+	struct tp_event ev;
+	struct dproc *pr = NULL;
+	struct dthr *t;
+	siginfo_t si;
+	char why[256] = "";
+	int err;
+
+	o.runtime = runtime_path();
+	if (!o.runtime) {
+		tp_err("no code cache runtime (%s is not set)", TP_DEBUG_ENV_RT);
+		return -ENOENT;
+	}
+	if (ptrace(PTRACE_GETSIGINFO, pid, 0, &si) || (err = tp_proc_get_regs(pid, &regs)))
+		return -errno;
+	for (int i = 0; i < MAX_PROCS && !pr; i++)
+		if (!procs[i].pid)
+			pr = &procs[i];
+	if (!pr || !(t = thr_add(pid, pr)))
+		return -ENOSPC;
+	err = tp_proc_adopt(pid, 0, &p);
+	if (err)
+		goto err;
+	if (C.ctl)
+		ctl_reset();
+	err = tp_dbt_takeover(p, pid, &o, why, sizeof(why));
+	if (!err && C.fd >= 0) {
+		/* mapped: the program's fds are its own again */
+		const uint64_t args[6] = {(uint64_t)C.fd};
+		int64_t ret;
+
+		err = tp_proc_inject_syscall(p, pid, pid, SYS_close, args, &ret);
+	}
+	if (!err)
+		err = tp_proc_resume(p, pid, TP_RESUME_CONT, 0);
+	if (!err)
+		err = tp_proc_inject_wait_task(p, pid, &ev);
+	if (!err && ev.kind != TP_EV_BREAKPOINT) {
+		struct user_regs_struct now = {0};
+
+		tp_proc_get_regs(pid, &now);
+		snprintf(why, sizeof(why),
+			 "the runtime did not reach the program (signal %d at 0x%llx, address %p)",
+			 ev.sig, (unsigned long long)now.rip, ev.si.si_addr);
+		err = -EIO;
+	}
+	if (!err)
+		err = tp_dbt_map_open(pid, &pr->map);
+	if (!err)
+		err = tp_proc_get_regs(pid, &ev.regs);
+	if (!err && (tp_dbt_map_to_program(pr->map, ev.regs.rip - 1, &m) ||
+		     m.kind != TP_DBT_PC_INSN || m.pc != regs.rip)) {
+		snprintf(why, sizeof(why), "the first stop is not at the program's entry");
+		err = -EIO;
+	}
+	if (!err) {
+		ev.regs.rip--;
+		err = tp_proc_set_regs(pid, &ev.regs);
+	}
+	if (!err)
+		err = tp_dbt_map_bp_remove(pr->map, regs.rip);
+	/* gdb set no options on its TRACEME child yet: it sets its own next */
+	if (!err && ptrace(PTRACE_SETOPTIONS, pid, 0, 0))
+		err = -errno;
+	tp_proc_free(p);
+	if (err)
+		goto err;
+	pr->pid = pid;
+	t->fake_exec = true;
+	t->exec_regs = regs;
+	t->exec_si = si;
+	return 0;
+err:
+	tp_err("cannot run the program in the code cache: %s", why[0] ? why : strerror(-err));
+	tp_dbt_map_close(pr->map);
+	pr->map = NULL;
+	t->tid = 0;
+	return err;
+}
+
+/* ---- stops ---- */
+
+static bool is_bp_stop(struct dthr *t, const struct user_regs_struct *r)
+{
+	struct tp_dbt_pc m;
+
+	return !tp_dbt_map_to_program(t->pr->map, r->rip - 1, &m) && m.kind == TP_DBT_PC_INSN &&
+	       tp_dbt_map_bp_at(t->pr->map, m.pc, NULL);
+}
+
+/* Is @r at the start of a program instruction's code? */
+static bool at_program(struct dthr *t, const struct user_regs_struct *r)
+{
+	struct tp_dbt_pc m;
+	int err = tp_dbt_map_to_program(t->pr->map, r->rip, &m);
+
+	/* outside any translation and the runtime: nothing to roll over */
+	return err ? true : m.kind == TP_DBT_PC_INSN;
+}
+
+/* Step @t on until it is at a program instruction or at a breakpoint; *@status becomes the
+ * stop that ended it when it is not a step's (a signal, an exit). */
+static void roll_ahead(struct dthr *t, struct user_regs_struct *r, int *status)
+{
+	for (long n = 0; n < ROLL_MAX && !at_program(t, r); n++) {
+		int st;
+
+		if (ptrace(PTRACE_SINGLESTEP, t->tid, 0, 0))
+			return;
+		while (waitpid(t->tid, &st, __WALL) < 0)
+			if (errno != EINTR)
+				return;
+		if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || st >> 16) {
+			*status = st;
+			return;
+		}
+		if (tp_proc_get_regs(t->tid, r))
+			return;
+		if (is_bp_stop(t, r)) {
+			t->at_bp = true;
+			return;
+		}
+	}
+}
+
+void tp_debug_on_wait(pid_t pid, int *status)
+{
+	struct dthr *t;
+	struct user_regs_struct r;
+	siginfo_t si;
+
+	if (seen_add(pid) && WIFSTOPPED(*status) && WSTOPSIG(*status) == SIGTRAP &&
+	    !(*status >> 16) && !ptrace(PTRACE_GETSIGINFO, pid, 0, &si) && si.si_code == SI_USER &&
+	    si.si_pid == pid) {
+		if (takeover(pid))
+			kill(pid, SIGKILL);
+		return;
+	}
+	t = thr_find(pid);
+	if (!t)
+		return;
+	if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
+		seen_del(pid);
+		if (t->pr->pid == pid) {
+			ctl_report();
+			proc_forget(t->pr);
+		} else
+			t->tid = 0;
+		return;
+	}
+	if (!WIFSTOPPED(*status) || (*status >> 16) || tp_proc_get_regs(pid, &r))
+		return;
+	if (WSTOPSIG(*status) == SIGTRAP && !ptrace(PTRACE_GETSIGINFO, pid, 0, &si) &&
+	    si.si_code == SI_KERNEL && is_bp_stop(t, &r)) {
+		t->at_bp = true;
+		return;
+	}
+	if (WSTOPSIG(*status) != SIGTRAP || !t->stepping)
+		return;
+	roll_ahead(t, &r, status);
+	/* a popf of the runtime's may have put back a trap flag of a step */
+	if (WIFSTOPPED(*status) && !tp_proc_get_regs(pid, &r) && (r.eflags & EFLAGS_TF)) {
+		r.eflags &= ~(unsigned long long)EFLAGS_TF;
+		tp_proc_set_regs(pid, &r);
+	}
+}
+
+/* ---- ptrace ---- */
+
+bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret)
+{
+	struct dthr *t = thr_find(pid);
+	struct user_regs_struct r;
+
+	if (!t)
+		return false;
+	switch (req) {
+	case PTRACE_GETREGS:
+		if ((*ret = ptrace(PTRACE_GETREGS, pid, addr, data)) == 0)
+			regs_shown(t, data);
+		return true;
+	case PTRACE_SETREGS: {
+		int err = regs_write(t, data);
+
+		*ret = err ? -1 : 0;
+		errno = -err;
+		return true;
+	}
+	case PTRACE_GETREGSET:
+		if ((long)addr != NT_PRSTATUS)
+			return false;
+		if ((*ret = ptrace(PTRACE_GETREGSET, pid, addr, data)) == 0 &&
+		    ((struct iovec *)data)->iov_len >= sizeof(r))
+			regs_shown(t, ((struct iovec *)data)->iov_base);
+		return true;
+	case PTRACE_SETREGSET: {
+		int err;
+
+		if ((long)addr != NT_PRSTATUS || ((struct iovec *)data)->iov_len < sizeof(r))
+			return false;
+		err = regs_write(t, ((struct iovec *)data)->iov_base);
+		*ret = err ? -1 : 0;
+		errno = -err;
+		return true;
+	}
+	case PTRACE_PEEKUSER:
+		if ((unsigned long)addr >= sizeof(r) || ((unsigned long)addr & 7))
+			return false;
+		if (tp_proc_get_regs(pid, &r)) {
+			*ret = -1;
+			return true;
+		}
+		regs_shown(t, &r);
+		errno = 0;
+		*ret = (long)((uint64_t *)&r)[(unsigned long)addr / 8];
+		return true;
+	case PTRACE_POKEUSER: {
+		int err;
+
+		if ((unsigned long)addr >= sizeof(r) || ((unsigned long)addr & 7))
+			return false;
+		if ((err = tp_proc_get_regs(pid, &r)) == 0) {
+			regs_shown(t, &r);
+			((uint64_t *)&r)[(unsigned long)addr / 8] = (uint64_t)data;
+			err = regs_write(t, &r);
+		}
+		*ret = err ? -1 : 0;
+		errno = -err;
+		return true;
+	}
+	case PTRACE_GETSIGINFO:
+		if (!t->fake_exec)
+			return false;
+		memcpy(data, &t->exec_si, sizeof(t->exec_si));
+		*ret = 0;
+		return true;
+	case PTRACE_SINGLESTEP:
+		t->stepping = true;
+		t->at_bp = t->fake_exec = false;
+		return false;
+	case PTRACE_CONT:
+	case PTRACE_SYSCALL:
+	case PTRACE_DETACH:
+	case PTRACE_KILL:
+		t->stepping = t->at_bp = t->fake_exec = false;
+		return false;
+	default:
+		return false;
+	}
+}
+
+/* ---- memory ---- */
+
+void tp_debug_on_open(int fd, const char *path)
+{
+	int pid, tid, n = 0;
+
+	if (fd < 0 ||
+	    (sscanf(path, "/proc/%d/task/%d/mem%n", &pid, &tid, &n) != 2 &&
+	     sscanf(path, "/proc/%d/mem%n", &pid, &n) != 1) ||
+	    path[n])
+		return;
+	for (int i = 0; i < MAX_FDS; i++)
+		if (!memfds[i].pid) {
+			memfds[i].fd = fd;
+			memfds[i].pid = pid;
+			return;
+		}
+}
+
+void tp_debug_on_close(int fd)
+{
+	for (int i = 0; i < MAX_FDS; i++)
+		if (memfds[i].pid && memfds[i].fd == fd)
+			memfds[i].pid = 0;
+}
+
+static struct dproc *proc_of_fd(int fd)
+{
+	for (int i = 0; i < MAX_FDS; i++)
+		if (memfds[i].pid && memfds[i].fd == fd) {
+			struct dthr *t = thr_find(memfds[i].pid);
+
+			return t ? t->pr : proc_find(memfds[i].pid);
+		}
+	return NULL;
+}
+
+bool tp_debug_pread(int fd, void *buf, size_t len, off_t off, ssize_t *ret)
+{
+	struct dproc *pr = proc_of_fd(fd);
+
+	if (!pr || !pr->map)
+		return false;
+	*ret = tp_dbt_map_read_text(pr->map, (uint64_t)off, buf, len, 1);
+	if (*ret < 0) {
+		errno = (int)-*ret;
+		*ret = -1;
+	}
+	return true;
+}
+
+struct exec_q {
+	uint64_t addr;
+	bool exec;
+};
+
+static int exec_one(void *arg, const struct tp_maps_ent *e)
+{
+	struct exec_q *q = arg;
+
+	if (q->addr >= e->start && q->addr < e->end) {
+		q->exec = tp_maps_exec(e);
+		return 1;
+	}
+	return 0;
+}
+
+bool tp_debug_pwrite(int fd, const void *buf, size_t len, off_t off, ssize_t *ret)
+{
+	struct dproc *pr = proc_of_fd(fd);
+	struct exec_q q = {(uint64_t)off, false};
+	uint8_t b = len == 1 ? *(const uint8_t *)buf : 0, orig;
+	int err;
+
+	if (!pr || !pr->map || len != 1)
+		return false;
+	if (tp_dbt_map_bp_at(pr->map, q.addr, &orig)) {
+		/* the seed's Write Memory: the breakpoint's byte put back removes it */
+		if (b == INT3)
+			err = 0;
+		else if (b == orig)
+			err = tp_dbt_map_bp_remove(pr->map, q.addr);
+		else
+			return false;
+	} else if (b == INT3) {
+		/* an int3 into text (data writes of 0xcc go to the data) */
+		if (tp_maps_foreach(pr->pid, exec_one, &q) < 0 || !q.exec)
+			return false;
+		err = tp_dbt_map_bp_insert(pr->map, q.addr);
+	} else {
+		return false;
+	}
+	if (err) {
+		errno = -err;
+		*ret = -1;
+	} else {
+		*ret = 1;
+	}
+	return true;
+}
