@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""debug: scripted gdb sessions (gdb -batch -x SCRIPT) on a program of ours give, under
+`tracepad debug` (the program in the code cache, gdb's view of it through the
+interposer), the transcript native gdb gives: normalised only for pids and thread ids, the
+program's output and exit status included.  The instruction count printed at the program's
+exit equals `tracepad count --engine dbt`'s on the same program, environment and
+arguments."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True  # nothing written into the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from tap import Tap  # noqa: E402
+
+t = Tap("debug-gdb")
+tp = os.environ["TRACEPAD"]
+targets = sys.argv[1]
+if not shutil.which("gdb"):
+    t.skip_all("no gdb in PATH")
+
+# One environment for both gdbs, so that the programs' start-up is the same: the dynamic
+# loader's and libc's work depend on the environment's size.
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent",
+       "LANG": "C", "_": "/usr/bin/gdb"}
+COUNT_LINE = re.compile(r"^tracepad debug: (\d+) instructions\n", re.M)
+
+# name: the commands, in order.  Each ends with the program's exit.
+SESSIONS = {
+    "break-bt-regs": [
+        "break work", "run", "bt", "info registers rip", "continue", "continue",
+        "delete", "continue",
+    ],
+}
+
+
+def normalise(text):
+    text = re.sub(r"process \d+", "process N", text)
+    text = re.sub(r"LWP \d+", "LWP N", text)
+    return re.sub(r"Thread 0x[0-9a-f]+", "Thread 0xN", text)
+
+
+def run(argv, timeout=120):
+    p = subprocess.run(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=timeout)
+    return p.returncode, p.stdout.decode(errors="replace")
+
+
+def gdb_env():
+    """What gdb adds to the program's environment (LINES, COLUMNS)."""
+    _, out = run(["gdb", "-nx", "-batch", "-iex", "set startup-with-shell off", "-ex", "run",
+                  "--args", "/usr/bin/env"])
+    return dict(l.split("=", 1) for l in out.splitlines()
+                if re.match(r"^(LINES|COLUMNS)=", l))
+
+
+def dbt_count(prog, extra):
+    """The count of the program run as gdb runs it: its environment, its output into a pipe
+    (stdio sizes its buffer by the file's kind)."""
+    with tempfile.NamedTemporaryFile(prefix="tp-debug-", suffix=".json") as f:
+        env = dict(ENV, **extra)
+        p = subprocess.run([tp, "count", "--engine", "dbt", "--json", "-o", f.name, "--", prog],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=120)
+        if p.returncode < 0:
+            return None
+        return json.load(open(f.name))["instructions"]
+
+
+def session(tmp, prog, name, cmds, want_count):
+    script = os.path.join(tmp, name + ".gdb")
+    with open(script, "w") as f:
+        f.write("\n".join(cmds) + "\n")
+    what = "%s, %s" % (os.path.basename(prog), name)
+    nrc, native = run(["gdb", "-nx", "-batch", "-x", script, "--args", prog])
+    drc, debug = run([tp, "debug", "-nx", "-batch", "-x", script, "--", prog])
+    counts = [int(n) for n in COUNT_LINE.findall(debug)]
+    debug = COUNT_LINE.sub("", debug)
+    t.ok("exited with code" in native or "exited normally" in native,
+         what + ": the native session runs the program to its end", native)
+    t.eq(normalise(debug), normalise(native), what + ": transcript as native gdb's",
+         "native:\n%s\ntracepad debug:\n%s" % (native, debug))
+    t.eq(drc, nrc, what + ": gdb's exit status")
+    t.eq(counts, [want_count], what + ": the count at exit is count --engine dbt's")
+
+
+with tempfile.TemporaryDirectory(prefix="tp-debug-") as tmp:
+    extra = gdb_env()
+    t.ok(set(extra) == {"LINES", "COLUMNS"}, "gdb's additions to the environment", extra)
+    for opt in ["0"]:
+        prog = os.path.join(targets, "debugee-O" + opt)
+        want = dbt_count(prog, extra)
+        t.ok(want, "debugee-O%s: count --engine dbt counts it" % opt)
+        for name, cmds in SESSIONS.items():
+            session(tmp, prog, name, cmds, want)
+t.done()
