@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "agent/agent-abi.h"
@@ -50,38 +51,17 @@ struct dthr {
 	bool stepping;	/* gdb single-stepped it */
 	bool at_bp;	/* stopped after an int3 of a breakpoint at a site */
 	bool fake_exec; /* stopped at its first instruction in the cache, shown as its exec stop */
+	bool si_shown;	/* GETSIGINFO gives @si (the exec's, or a step's after a run ahead) */
 	struct user_regs_struct exec_regs;
-	siginfo_t exec_si;
+	siginfo_t si;
 };
 
-/* Every pid gdb's waits returned, so that only a new one's exec is taken over. */
-static pid_t seen[MAX_THREADS];
 static struct dproc procs[MAX_PROCS];
 static struct dthr thrs[MAX_THREADS];
 static struct {
 	int fd;
 	pid_t pid;
 } memfds[MAX_FDS];
-
-static bool seen_add(pid_t pid)
-{
-	for (int i = 0; i < MAX_THREADS; i++)
-		if (seen[i] == pid)
-			return false;
-	for (int i = 0; i < MAX_THREADS; i++)
-		if (!seen[i]) {
-			seen[i] = pid;
-			break;
-		}
-	return true;
-}
-
-static void seen_del(pid_t pid)
-{
-	for (int i = 0; i < MAX_THREADS; i++)
-		if (seen[i] == pid)
-			seen[i] = 0;
-}
 
 static struct dthr *thr_find(pid_t tid)
 {
@@ -366,7 +346,8 @@ static int takeover(pid_t pid)
 	pr->pid = pid;
 	t->fake_exec = true;
 	t->exec_regs = regs;
-	t->exec_si = si;
+	t->si = si;
+	t->si_shown = true;
 	return 0;
 err:
 	tp_err("cannot run the program in the code cache: %s", why[0] ? why : strerror(-err));
@@ -396,13 +377,87 @@ static bool at_program(struct dthr *t, const struct user_regs_struct *r)
 	return err ? true : m.kind == TP_DBT_PC_INSN;
 }
 
+/* The program address where a thread that entered the runtime's own code from a range of
+ * kind @from (its last cache pc mapped in @m) goes on, as its entry was given it in rax: an
+ * exit stub's target, an indirect branch's target, the cache address after a system call's
+ * gate.  0 when unknown. */
+static uint64_t runtime_target(struct dthr *t, const struct tp_dbt_pc *m, uint64_t rax)
+{
+	struct tp_dbt_pc back;
+
+	if (m->kind == TP_DBT_PC_STUB)
+		return m->pc;
+	if (m->kind == TP_DBT_PC_LOOKUP)
+		return rax;
+	if (!tp_dbt_map_to_program(t->pr->map, rax, &back) && back.kind == TP_DBT_PC_INSN)
+		return back.pc;
+	return 0;
+}
+
+/* Run @t through the runtime (a dispatch, a translation: tens of thousands of
+ * instructions) to the program instruction at @pc with a breakpoint there, its own or
+ * gdb's, instead of stepping.  True when it stopped there (the pc set back onto the site). */
+static bool run_to(struct dthr *t, uint64_t pc, struct user_regs_struct *r, int *status)
+{
+	bool own = !tp_dbt_map_bp_at(t->pr->map, pc, NULL);
+	struct tp_dbt_pc m;
+	siginfo_t si;
+	int st, err;
+
+	if (own && tp_dbt_map_bp_insert(t->pr->map, pc))
+		return false;
+	err = ptrace(PTRACE_CONT, t->tid, 0, 0) ? -errno : 0;
+	while (!err && waitpid(t->tid, &st, __WALL) < 0)
+		err = errno == EINTR ? 0 : -errno;
+	if (own)
+		tp_dbt_map_bp_remove(t->pr->map, pc);
+	if (err || tp_proc_get_regs(t->tid, r))
+		return false;
+	if (!WIFSTOPPED(st) || WSTOPSIG(st) != SIGTRAP || st >> 16 ||
+	    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) || si.si_code != SI_KERNEL ||
+	    tp_dbt_map_to_program(t->pr->map, r->rip - 1, &m) || m.kind != TP_DBT_PC_INSN ||
+	    m.pc != pc) {
+		*status = st; /* something else came first: reported as it is */
+		return false;
+	}
+	r->rip--;
+	return !tp_proc_set_regs(t->tid, r);
+}
+
 /* Step @t on until it is at a program instruction or at a breakpoint; *@status becomes the
- * stop that ended it when it is not a step's (a signal, an exit). */
+ * stop that ended it when it is not a step's (a signal, an exit).  The runtime's own code
+ * is run through at full speed to where it goes back to the program. */
 static void roll_ahead(struct dthr *t, struct user_regs_struct *r, int *status)
 {
-	for (long n = 0; n < ROLL_MAX && !at_program(t, r); n++) {
+	struct tp_dbt_pc last = {.kind = TP_DBT_PC_RUNTIME};
+	long n;
+
+	for (n = 0; n < ROLL_MAX && !at_program(t, r); n++) {
+		struct tp_dbt_pc m;
 		int st;
 
+		if (!tp_dbt_map_to_program(t->pr->map, r->rip, &m)) {
+			uint64_t to;
+
+			if (m.kind != TP_DBT_PC_RUNTIME)
+				last = m;
+			else if (last.kind != TP_DBT_PC_RUNTIME &&
+				 (to = runtime_target(t, &last, r->rax))) {
+				siginfo_t si;
+
+				/* gdb is shown the siginfo of a step */
+				if (!ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) &&
+				    run_to(t, to, r, status)) {
+					t->si = si;
+					t->si_shown = true;
+					break;
+				}
+				if (*status >> 8 != SIGTRAP)
+					break;
+				last.kind = TP_DBT_PC_RUNTIME;
+				continue;
+			}
+		}
 		if (ptrace(PTRACE_SINGLESTEP, t->tid, 0, 0))
 			return;
 		while (waitpid(t->tid, &st, __WALL) < 0)
@@ -416,9 +471,21 @@ static void roll_ahead(struct dthr *t, struct user_regs_struct *r, int *status)
 			return;
 		if (is_bp_stop(t, r)) {
 			t->at_bp = true;
-			return;
+			break;
 		}
 	}
+	tp_dbg("rolled ahead %ld steps to 0x%llx", n, (unsigned long long)r->rip);
+}
+
+/* Is @pid at the exec of the shell through which gdb starts programs ($SHELL, else
+ * /bin/sh; `startup-with-shell`), whose own exec of the program comes next? */
+static bool is_shell(pid_t pid)
+{
+	const char *sh = getenv("SHELL");
+	char exe[64], a[PATH_MAX], b[PATH_MAX];
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+	return realpath(exe, a) && realpath(sh && *sh ? sh : "/bin/sh", b) && !strcmp(a, b);
 }
 
 void tp_debug_on_wait(pid_t pid, int *status)
@@ -427,18 +494,17 @@ void tp_debug_on_wait(pid_t pid, int *status)
 	struct user_regs_struct r;
 	siginfo_t si;
 
-	if (seen_add(pid) && WIFSTOPPED(*status) && WSTOPSIG(*status) == SIGTRAP &&
-	    !(*status >> 16) && !ptrace(PTRACE_GETSIGINFO, pid, 0, &si) && si.si_code == SI_USER &&
-	    si.si_pid == pid) {
+	t = thr_find(pid);
+	if (!t && WIFSTOPPED(*status) && WSTOPSIG(*status) == SIGTRAP && !(*status >> 16) &&
+	    !ptrace(PTRACE_GETSIGINFO, pid, 0, &si) && si.si_code == SI_USER && si.si_pid == pid &&
+	    !is_shell(pid)) {
 		if (takeover(pid))
 			kill(pid, SIGKILL);
 		return;
 	}
-	t = thr_find(pid);
 	if (!t)
 		return;
 	if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
-		seen_del(pid);
 		if (t->pr->pid == pid) {
 			ctl_report();
 			proc_forget(t->pr);
@@ -527,20 +593,20 @@ bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret)
 		return true;
 	}
 	case PTRACE_GETSIGINFO:
-		if (!t->fake_exec)
+		if (!t->si_shown)
 			return false;
-		memcpy(data, &t->exec_si, sizeof(t->exec_si));
+		memcpy(data, &t->si, sizeof(t->si));
 		*ret = 0;
 		return true;
 	case PTRACE_SINGLESTEP:
 		t->stepping = true;
-		t->at_bp = t->fake_exec = false;
+		t->at_bp = t->fake_exec = t->si_shown = false;
 		return false;
 	case PTRACE_CONT:
 	case PTRACE_SYSCALL:
 	case PTRACE_DETACH:
 	case PTRACE_KILL:
-		t->stepping = t->at_bp = t->fake_exec = false;
+		t->stepping = t->at_bp = t->fake_exec = t->si_shown = false;
 		return false;
 	default:
 		return false;

@@ -1,8 +1,7 @@
 /* Starting gdb for `tracepad debug`: the interposer preloaded, the program loaded with its
- * arguments, and two settings the interposer relies on: gdb runs the program itself (no
- * shell in between, whose exec would be taken for the program's) and steps over
- * breakpoints in place (displaced stepping copies instructions to the program's entry
- * point, where the cache would run its old translation). */
+ * arguments, and one setting the interposer relies on: gdb steps over breakpoints in place
+ * (displaced stepping copies instructions to the program's entry point, where the cache
+ * would run its old translation). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -32,8 +31,6 @@ const char *tp_debug_interposer_path(const char *agent)
 }
 
 static const char *const settings[] = {
-    "-iex",
-    "set startup-with-shell off",
     "-iex",
     "set displaced-stepping off",
 };
