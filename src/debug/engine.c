@@ -91,6 +91,33 @@ static struct dproc *proc_find(pid_t pid)
 	return NULL;
 }
 
+/* @tid's state; a thread of a program in the cache met for the first time (gdb attached it
+ * at its creation) is added. */
+static struct dthr *thr_get(pid_t tid)
+{
+	struct dthr *t = thr_find(tid);
+	char path[64], line[128];
+	struct dproc *pr = NULL;
+	int tgid = -1, any = 0;
+	FILE *f;
+
+	for (int i = 0; i < MAX_PROCS; i++)
+		any |= procs[i].pid != 0;
+	if (t || !any)
+		return t;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	if (tgid > 0 && (pr = proc_find(tgid)) && pr->map)
+		return thr_add(tid, pr);
+	return NULL;
+}
+
 static void proc_forget(struct dproc *pr)
 {
 	for (int i = 0; i < MAX_THREADS; i++)
@@ -494,7 +521,7 @@ void tp_debug_on_wait(pid_t pid, int *status)
 	struct user_regs_struct r;
 	siginfo_t si;
 
-	t = thr_find(pid);
+	t = WIFSTOPPED(*status) ? thr_get(pid) : thr_find(pid);
 	if (!t && WIFSTOPPED(*status) && WSTOPSIG(*status) == SIGTRAP && !(*status >> 16) &&
 	    !ptrace(PTRACE_GETSIGINFO, pid, 0, &si) && si.si_code == SI_USER && si.si_pid == pid &&
 	    !is_shell(pid)) {
@@ -533,7 +560,7 @@ void tp_debug_on_wait(pid_t pid, int *status)
 
 bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret)
 {
-	struct dthr *t = thr_find(pid);
+	struct dthr *t = thr_get(pid);
 	struct user_regs_struct r;
 
 	if (!t)
