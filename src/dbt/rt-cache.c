@@ -122,6 +122,8 @@ int tp_dbt_flags_dead_at(uint64_t pc)
 	static int ready;
 	uint32_t need = status;
 
+	if (tp_dbt.boot->flags & TP_DBT_BOOT_EXACT_FLAGS)
+		return 0;
 	if (!ready &&
 	    ZYAN_FAILED(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64)))
 		return 0;

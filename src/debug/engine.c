@@ -193,7 +193,7 @@ void tp_debug_init(void)
 }
 
 /* The program's count at its exit: every thread's, as `tracepad count --engine dbt`. */
-static void ctl_report(void)
+static void ctl_report(int status)
 {
 	struct tp_agent_ctl *ctl = C.ctl;
 	const struct tp_agent_thread *th;
@@ -211,7 +211,10 @@ static void ctl_report(void)
 		ctl->error[sizeof(ctl->error) - 1] = 0;
 		tp_warn("the code cache stopped: %s", ctl->error);
 	}
-	tp_info("%llu instructions", (unsigned long long)total);
+	if (!total && WIFSIGNALED(status))
+		tp_info("the program was killed before it could report its count");
+	else
+		tp_info("%llu instructions", (unsigned long long)total);
 	ctl->state = 0;
 }
 
@@ -299,8 +302,10 @@ static const char *runtime_path(void)
  * through the boot record), and leave it stopped there, shown as the exec stop. */
 static int takeover(pid_t pid)
 {
-	struct tp_dbt_takeover o = {
-	    .ctl_fd = C.fd, .ctl_size = C.size, .boot_flags = TP_DBT_BOOT_BREAK_ENTRY};
+	struct tp_dbt_takeover o = {.ctl_fd = C.fd,
+				    .ctl_size = C.size,
+				    .boot_flags =
+					TP_DBT_BOOT_BREAK_ENTRY | TP_DBT_BOOT_EXACT_FLAGS};
 	struct user_regs_struct regs;
 	struct tp_proc *p = NULL;
 	struct tp_dbt_pc m;
@@ -533,7 +538,7 @@ void tp_debug_on_wait(pid_t pid, int *status)
 		return;
 	if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
 		if (t->pr->pid == pid) {
-			ctl_report();
+			ctl_report(*status);
 			proc_forget(t->pr);
 		} else
 			t->tid = 0;
