@@ -55,6 +55,10 @@ SESSIONS = {
         "x/i $pc", "continue", "print arg", "finish", "delete", "continue",
     ],
 }
+# signals: gdb's stops at each, a breakpoint in the handler, its frame
+SESSIONS["signals"] = ["run", "bt", "info registers rip", "continue", "break handler",
+                       "continue", "bt", "info registers rip", "continue", "continue",
+                       "delete", "continue"]
 # programs nobody here wrote, stopped in a libc function they call
 SESSIONS["real"] = ["break write", "run", "bt", "finish", "info registers"] + ["stepi"] * 10 + [
     "x/i $pc", "delete", "continue"]
@@ -62,6 +66,7 @@ SESSIONS["real"] = ["break write", "run", "bt", "finish", "info registers"] + ["
 PROGRAMS = {
     "debugee": ["break-bt-regs", "step-finish-print", "watch-software"],
     "debugee-threads": ["threads"],
+    "debugee-signal": ["signals"],
 }
 
 
