@@ -624,12 +624,29 @@ bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret)
 		errno = -err;
 		return true;
 	}
-	case PTRACE_GETSIGINFO:
-		if (!t->si_shown)
-			return false;
-		memcpy(data, &t->si, sizeof(t->si));
+	case PTRACE_GETSIGINFO: {
+		siginfo_t *si = data;
+		struct tp_dbt_pc m;
+
+		if (t->si_shown)
+			memcpy(si, &t->si, sizeof(t->si));
+		else if ((*ret = ptrace(PTRACE_GETSIGINFO, pid, addr, data)))
+			return true;
 		*ret = 0;
+		/* a trap's or fault's address is the pc's: a program address too */
+		if (si->si_code <= 0 || si->si_code == SI_KERNEL ||
+		    (si->si_signo != SIGTRAP && si->si_signo != SIGILL && si->si_signo != SIGFPE))
+			return true;
+		if (si->si_signo == SIGTRAP && !tp_proc_get_regs(pid, &r)) {
+			regs_shown(t, &r);
+			si->si_addr = (void *)(uintptr_t)r.rip;
+		} else if (!tp_dbt_map_to_program(t->pr->map, (uint64_t)(uintptr_t)si->si_addr,
+						  &m) &&
+			   m.kind != TP_DBT_PC_RUNTIME) {
+			si->si_addr = (void *)(uintptr_t)m.pc;
+		}
 		return true;
+	}
 	case PTRACE_SINGLESTEP:
 		t->stepping = true;
 		t->at_bp = t->fake_exec = t->si_shown = false;
