@@ -37,8 +37,9 @@ int tp_debug_exec_gdb(const struct tp_debug_opts *o, char *err, size_t errlen);
 /* At the interposer's start, before gdb forks a program. */
 void tp_debug_init(void);
 /* A wait of gdb returned @pid with *@status: take a program over at its exec, roll a stop
- * ahead out of hidden code (*@status may change), forget what exited. */
-void tp_debug_on_wait(pid_t pid, int *status);
+ * ahead out of hidden code (*@status may change), forget what exited.  True when the stop
+ * is the engine's own, handled (the task resumed): gdb is not to see it. */
+bool tp_debug_on_wait(pid_t pid, int *status);
 /* ptrace(@req, @pid, @addr, @data) as gdb asked it: true when the engine did it (the result
  * in *@ret, errno set), false when the real call is to be made. */
 bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret);

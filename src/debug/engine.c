@@ -225,6 +225,38 @@ static bool in_runtime(uint64_t a)
 	return a >= TP_DBT_REGION && a < TP_DBT_SPACE_END;
 }
 
+/* A thread stopped in the runtime's own code (a dispatch, a translation, a system call's
+ * gate: gdb stopped it there, or a signal came): the program's registers are the frame its
+ * entry pushed below the program's red zone, and where the program goes on is the
+ * thread's NEXT slot (the entry's argument, then its result: a cache address, or an
+ * indirect branch's program target).  True when @r was so replaced. */
+static bool runtime_regs(const struct dthr *t, struct user_regs_struct *r)
+{
+	uint64_t blk = r->gs_base, w[3], f[16];
+	struct tp_dbt_pc m;
+
+	/* NEXT, then STACK and FRAME (rt-abi.h) */
+	if (!in_runtime(blk) || tp_proc_read(t->tid, blk + TP_DBT_T_NEXT, &w[0], 8) != 8 ||
+	    tp_proc_read(t->tid, blk + TP_DBT_T_STACK, &w[1], 16) != 16)
+		return false;
+	if (!tp_dbt_map_to_program(t->pr->map, w[0], &m) && m.kind != TP_DBT_PC_RUNTIME)
+		r->rip = m.pc;
+	else if (w[0] && !in_runtime(w[0]))
+		r->rip = w[0];
+	else
+		return false;
+	/* in its C code (on the thread's runtime stack), the frame is whole */
+	if (r->rsp <= w[1] && w[1] - r->rsp < TP_DBT_T_STACK_SIZE &&
+	    tp_proc_read(t->tid, w[2], f, sizeof(f)) == sizeof(f)) {
+		r->r15 = f[0], r->r14 = f[1], r->r13 = f[2], r->r12 = f[3];
+		r->r11 = f[4], r->r10 = f[5], r->r9 = f[6], r->r8 = f[7];
+		r->rdi = f[8], r->rsi = f[9], r->rbp = f[10], r->rbx = f[11];
+		r->rdx = f[12], r->rcx = f[13], r->rax = f[14], r->eflags = f[15];
+		r->rsp = w[2] + sizeof(f) + 128;
+	}
+	return true;
+}
+
 /* The program's view of the registers @r of @t (the real ones): the seed's Read Register. */
 static void regs_shown(const struct dthr *t, struct user_regs_struct *r)
 {
@@ -235,6 +267,8 @@ static void regs_shown(const struct dthr *t, struct user_regs_struct *r)
 		r->rip = m.pc + 1;
 	else if (!tp_dbt_map_to_program(t->pr->map, r->rip, &m) && m.kind != TP_DBT_PC_RUNTIME)
 		r->rip = m.pc;
+	else if (in_runtime(r->rip))
+		runtime_regs(t, r);
 	/* the runtime's %gs, and its private TCB before the program has TLS */
 	if (in_runtime(r->fs_base))
 		r->fs_base = 0;
@@ -259,6 +293,16 @@ static int regs_write(struct dthr *t, const struct user_regs_struct *want)
 		return err;
 	shown = real;
 	regs_shown(t, &shown);
+	if (in_runtime(real.rip) && shown.rip != real.rip) {
+		/* its registers are in the runtime's frame: written back unchanged, nothing to do
+		 */
+		if (!memcmp(&w, &shown, sizeof(w)))
+			return 0;
+		tp_warn("the registers of thread %d cannot be changed while it is in the code "
+			"cache's runtime",
+			(int)t->tid);
+		return -EBUSY;
+	}
 	if (w.rip == shown.rip) {
 		w.rip = real.rip;
 	} else if (t->at_bp && w.rip == shown.rip - 1) {
@@ -429,6 +473,11 @@ static uint64_t runtime_target(struct dthr *t, const struct tp_dbt_pc *m, uint64
 /* Run @t through the runtime (a dispatch, a translation: tens of thousands of
  * instructions) to the program instruction at @pc with a breakpoint there, its own or
  * gdb's, instead of stepping.  True when it stopped there (the pc set back onto the site). */
+/* The last program addresses run_to() set its own breakpoint at: a thread that gdb let run
+ * meanwhile may have hit one. */
+static uint64_t temp_bps[8];
+static unsigned temp_next;
+
 static bool run_to(struct dthr *t, uint64_t pc, struct user_regs_struct *r, int *status)
 {
 	bool own = !tp_dbt_map_bp_at(t->pr->map, pc, NULL);
@@ -438,6 +487,8 @@ static bool run_to(struct dthr *t, uint64_t pc, struct user_regs_struct *r, int 
 
 	if (own && tp_dbt_map_bp_insert(t->pr->map, pc))
 		return false;
+	if (own)
+		temp_bps[temp_next++ % 8] = pc;
 	err = ptrace(PTRACE_CONT, t->tid, 0, 0) ? -errno : 0;
 	while (!err && waitpid(t->tid, &st, __WALL) < 0)
 		err = errno == EINTR ? 0 : -errno;
@@ -520,7 +571,26 @@ static bool is_shell(pid_t pid)
 	return realpath(exe, a) && realpath(sh && *sh ? sh : "/bin/sh", b) && !strcmp(a, b);
 }
 
-void tp_debug_on_wait(pid_t pid, int *status)
+/* A SIGTRAP stop of @t at an int3 of run_to()'s that is gone (@r: its registers): set
+ * back onto the site and resumed, as if it had never come. */
+static bool temp_bp_hit(struct dthr *t, struct user_regs_struct *r)
+{
+	struct tp_dbt_pc m;
+	uint8_t b;
+
+	if (tp_dbt_map_to_program(t->pr->map, r->rip - 1, &m) || m.kind != TP_DBT_PC_INSN ||
+	    tp_dbt_map_bp_at(t->pr->map, m.pc, NULL) ||
+	    tp_proc_read(t->tid, r->rip - 1, &b, 1) != 1 || b == INT3)
+		return false;
+	for (int i = 0; i < 8; i++)
+		if (temp_bps[i] == m.pc) {
+			r->rip--;
+			return !tp_proc_set_regs(t->tid, r) && !ptrace(PTRACE_CONT, t->tid, 0, 0);
+		}
+	return false;
+}
+
+bool tp_debug_on_wait(pid_t pid, int *status)
 {
 	struct dthr *t;
 	struct user_regs_struct r;
@@ -532,33 +602,38 @@ void tp_debug_on_wait(pid_t pid, int *status)
 	    !is_shell(pid)) {
 		if (takeover(pid))
 			kill(pid, SIGKILL);
-		return;
+		return false;
 	}
 	if (!t)
-		return;
+		return false;
 	if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
 		if (t->pr->pid == pid) {
 			ctl_report(*status);
 			proc_forget(t->pr);
 		} else
 			t->tid = 0;
-		return;
+		return false;
 	}
 	if (!WIFSTOPPED(*status) || (*status >> 16) || tp_proc_get_regs(pid, &r))
-		return;
+		return false;
 	if (WSTOPSIG(*status) == SIGTRAP && !ptrace(PTRACE_GETSIGINFO, pid, 0, &si) &&
-	    si.si_code == SI_KERNEL && is_bp_stop(t, &r)) {
-		t->at_bp = true;
-		return;
+	    si.si_code == SI_KERNEL) {
+		if (is_bp_stop(t, &r)) {
+			t->at_bp = true;
+			return false;
+		}
+		if (!t->stepping && temp_bp_hit(t, &r))
+			return true;
 	}
 	if (WSTOPSIG(*status) != SIGTRAP || !t->stepping)
-		return;
+		return false;
 	roll_ahead(t, &r, status);
 	/* a popf of the runtime's may have put back a trap flag of a step */
 	if (WIFSTOPPED(*status) && !tp_proc_get_regs(pid, &r) && (r.eflags & EFLAGS_TF)) {
 		r.eflags &= ~(unsigned long long)EFLAGS_TF;
 		tp_proc_set_regs(pid, &r);
 	}
+	return false;
 }
 
 /* ---- ptrace ---- */

@@ -103,19 +103,20 @@ EXPORT long ptrace(enum __ptrace_request req, ...)
 EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
 {
 	int st, e;
-	pid_t r = real_wait4(pid, &st, options, ru);
+	bool hide;
+	pid_t r;
 
-	if (inside || r <= 0) {
-		if (r > 0 && status)
-			*status = st;
-		return r;
-	}
-	e = errno;
-	inside = 1;
-	tp_debug_on_wait(r, &st);
-	inside = 0;
-	errno = e;
-	if (status)
+	do {
+		r = real_wait4(pid, &st, options, ru);
+		if (inside || r <= 0)
+			break;
+		e = errno;
+		inside = 1;
+		hide = tp_debug_on_wait(r, &st);
+		inside = 0;
+		errno = e;
+	} while (hide);
+	if (r > 0 && status)
 		*status = st;
 	return r;
 }

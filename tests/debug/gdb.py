@@ -150,6 +150,29 @@ with tempfile.TemporaryDirectory(prefix="tp-debug-") as tmp:
                 want = None
             for name in names:
                 session(tmp, [prog], name, SESSIONS[name], want)
+    # 4 threads at once: their order differs from run to run (natively too), so what is
+    # checked is what cannot: every frame at a program address (none in the runtime, at
+    # 0x7d00'0000'0000), no trap of the engine's own shown, the program's output and end
+    cmds = ["break worker", "run", "info threads", "next", "next", "stepi 3", "info threads",
+            "continue", "info threads", "continue", "continue", "info threads", "delete",
+            "continue"]
+    script = os.path.join(tmp, "concurrent.gdb")
+    with open(script, "w") as f:
+        f.write("\n".join(cmds) + "\n")
+    prog = os.path.join(targets, "threads-O0")
+    _, native = run(["gdb", "-nx", "-batch", "-x", script, "--args", prog])
+    _, debug = run([tp, "debug", "-nx", "-batch", "-x", script, "--", prog])
+    what = "threads-O0, 4 threads at once"
+    t.ok(not re.search(r"0x00007d[0-9a-f]{10}|\?\? \(\)", debug),
+         what + ": every frame at a program address", debug)
+    t.ok("SIGTRAP" not in debug, what + ": no trap of the engine's shown", debug)
+    results = [l for l in native.splitlines() if re.match(r"^thread \d result ", l)]
+    t.eq([l for l in debug.splitlines() if re.match(r"^thread \d result ", l)], results,
+         what + ": the program's output", debug)
+    t.ok(len(results) == 4 and "exited normally" in debug, what + ": it runs to its end",
+         debug)
+    t.eq(debug.count("hit Breakpoint 1,"), native.count("hit Breakpoint 1,"),
+         what + ": the breakpoint's hits")
     # gzip -9 of a file (its output compared too), python3 with a loop
     data = os.path.join(tmp, "data")
     with open(data, "wb") as f:
