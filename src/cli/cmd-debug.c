@@ -9,7 +9,7 @@
 #include "debug/debug.h"
 
 static const char usage_text[] =
-    "usage: tracepad debug [--tool count] [GDB-ARGS] -- PROGRAM [ARGS]\n"
+    "usage: tracepad debug [--tool count] [-o FILE] [GDB-ARGS] -- PROGRAM [ARGS]\n"
     "\n"
     "Debug PROGRAM with gdb while it runs in tracepad's code cache (as under\n"
     "`tracepad count --engine dbt`): `run`, breakpoints, stepping, registers and memory\n"
@@ -17,6 +17,8 @@ static const char usage_text[] =
     "-ex CMD, ...).\n"
     "\n"
     "  --tool count    the client that runs with the program (the only one: the default)\n"
+    "  -o FILE         append the count at each exit of the program to FILE instead of\n"
+    "                  gdb's stderr\n"
     "  -h, --help      show this help\n"
     "\n"
     "Environment: TRACEPAD_GDB, the gdb to run (default: gdb in PATH).\n";
@@ -27,27 +29,45 @@ int cmd_debug(int argc, char **argv)
 	char **gdb_args = calloc((size_t)argc + 1, sizeof(*gdb_args));
 	const char *agent = tp_cli_agent_path();
 	char err[512];
-	int i, n = 0;
+	int i, dash, n = 0;
 
 	if (!gdb_args)
 		return 1;
-	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
-		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+	for (dash = 1; dash < argc && strcmp(argv[dash], "--"); dash++)
+		;
+	/* tracepad's options, anywhere before "--"; the others are gdb's (without "--" there is
+	 * no program: an option tracepad does not know is the error to report) */
+	for (i = 1; i < dash; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(usage_text, stdout);
 			return 0;
 		}
-		if (!strcmp(argv[i], "--tool") || !strncmp(argv[i], "--tool=", 7)) {
-			const char *tool = argv[i][6] == '=' ? argv[i] + 7 : argv[++i];
-
-			if (!tool || strcmp(tool, "count")) {
+		if (!strcmp(a, "--tool") || !strcmp(a, "-o")) {
+			if (i + 1 >= dash) {
+				tp_cli_error(
+				    "debug",
+				    "option '%s' needs a value (see 'tracepad debug --help')", a);
+				return 2;
+			}
+			if (a[1] == 'o')
+				o.report = argv[++i];
+			else if (strcmp(argv[++i], "count")) {
 				tp_cli_error("debug", "--tool: '%s' is not a tool (count)",
-					     tool ? tool : "");
+					     argv[i]);
 				return 2;
 			}
 			continue;
 		}
+		if (dash == argc && a[0] == '-') {
+			tp_cli_error("debug", "unknown option '%s' (see 'tracepad debug --help')",
+				     a);
+			return 2;
+		}
 		gdb_args[n++] = argv[i];
 	}
+	i = dash;
 	if (i + 1 >= argc) {
 		tp_cli_error("debug", "no program to debug (tracepad debug -- PROGRAM)");
 		return 2;

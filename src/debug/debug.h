@@ -18,6 +18,7 @@ struct tp_debug_opts {
 	const char *interposer; /* libtracepad-interpose.so */
 	const char *runtime;	/* tracepad-dbt-rt.so */
 	const char *gdb;	/* the gdb to run: "gdb" (PATH) unless $TRACEPAD_GDB */
+	const char *report;	/* the file the counts are appended to, NULL: gdb's stderr */
 };
 
 /* libtracepad-interpose.so next to @agent (the build tree's or the installed layout), or
@@ -31,6 +32,7 @@ int tp_debug_exec_gdb(const struct tp_debug_opts *o, char *err, size_t errlen);
 /* The environment the interposer reads in gdb (set by tp_debug_exec_gdb). */
 #define TP_DEBUG_ENV_RT "TRACEPAD_DEBUG_RT"	      /* the runtime's path */
 #define TP_DEBUG_ENV_PRELOAD "TRACEPAD_DEBUG_PRELOAD" /* LD_PRELOAD as it was, for the program */
+#define TP_DEBUG_ENV_REPORT "TRACEPAD_DEBUG_REPORT"   /* -o FILE */
 
 /* ---- the interposer's side (engine.c), called by the wrappers with reentry off ---- */
 

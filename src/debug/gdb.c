@@ -64,7 +64,8 @@ int tp_debug_exec_gdb(const struct tp_debug_opts *o, char *err, size_t errlen)
 	for (size_t i = 0; i < np; i++)
 		argv[n++] = o->argv[i];
 	if (setenv(TP_DEBUG_ENV_PRELOAD, old ? old : "", 1) ||
-	    setenv(TP_DEBUG_ENV_RT, o->runtime, 1) || setenv("LD_PRELOAD", preload, 1)) {
+	    setenv(TP_DEBUG_ENV_RT, o->runtime, 1) || setenv("LD_PRELOAD", preload, 1) ||
+	    (o->report && setenv(TP_DEBUG_ENV_REPORT, o->report, 1))) {
 		e = -errno;
 		snprintf(err, errlen, "cannot set the environment: %s", strerror(-e));
 		goto out;

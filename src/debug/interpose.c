@@ -42,12 +42,26 @@ static void *next(const char *name)
 	return f;
 }
 
+/* tracepad debug -o FILE: where the counts go (appended), instead of gdb's stderr */
+static char *report;
+
 static void log_stderr(enum tp_log_level level, const char *fmt, va_list ap)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};
 
 	if (level > TP_LOG_INFO && !getenv("TRACEPAD_DEBUG"))
 		return;
+	if (level == TP_LOG_INFO && report) {
+		FILE *f = fopen(report, "ae");
+
+		if (f) {
+			fputs("tracepad debug: ", f);
+			vfprintf(f, fmt, ap);
+			fputc('\n', f);
+			fclose(f);
+			return;
+		}
+	}
 	/* info is the tool's result (the count at the program's exit) */
 	fprintf(stderr, "tracepad debug: %s%s", level == TP_LOG_INFO ? "" : names[level],
 		level == TP_LOG_INFO ? "" : ": ");
@@ -57,7 +71,7 @@ static void log_stderr(enum tp_log_level level, const char *fmt, va_list ap)
 
 __attribute__((constructor)) static void interpose_init(void)
 {
-	const char *old = getenv(TP_DEBUG_ENV_PRELOAD);
+	const char *old = getenv(TP_DEBUG_ENV_PRELOAD), *out = getenv(TP_DEBUG_ENV_REPORT);
 
 	real_ptrace = next("ptrace");
 	real_wait4 = next("wait4");
@@ -74,6 +88,9 @@ __attribute__((constructor)) static void interpose_init(void)
 	else
 		unsetenv("LD_PRELOAD");
 	unsetenv(TP_DEBUG_ENV_PRELOAD);
+	if (out && *out)
+		report = strdup(out);
+	unsetenv(TP_DEBUG_ENV_REPORT);
 	inside = 1;
 	tp_debug_init();
 	inside = 0;
