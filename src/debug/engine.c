@@ -10,40 +10,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <elf.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
 
-#include "agent/agent-abi.h"
 #include "base/log.h"
-#include "base/procfs.h"
 #include "dbt/dbt.h"
 #include "dbt/map.h"
 #include "dbt/rt-abi.h"
 #include "debug/debug.h"
+#include "debug/engine-priv.h"
 #include "proc/inject.h"
 #include "proc/proc.h"
 
 #define MAX_THREADS 512
 #define MAX_PROCS 16
-#define MAX_FDS 64
 #define INT3 0xcc
 #define EFLAGS_TF 0x100
 /* Single-steps of one roll-ahead before it is given up (the runtime translating a block
  * takes thousands). */
 #define ROLL_MAX 2000000
-
-struct dproc {
-	pid_t pid; /* 0: free */
-	struct tp_dbt_map *map;
-};
 
 struct dthr {
 	pid_t tid; /* 0: free */
@@ -58,10 +49,6 @@ struct dthr {
 
 static struct dproc procs[MAX_PROCS];
 static struct dthr thrs[MAX_THREADS];
-static struct {
-	int fd;
-	pid_t pid;
-} memfds[MAX_FDS];
 
 static struct dthr *thr_find(pid_t tid)
 {
@@ -118,6 +105,13 @@ static struct dthr *thr_get(pid_t tid)
 	return NULL;
 }
 
+struct dproc *tp_debug_proc_of(pid_t pid)
+{
+	struct dthr *t = thr_find(pid);
+
+	return t ? t->pr : proc_find(pid);
+}
+
 static void proc_forget(struct dproc *pr)
 {
 	for (int i = 0; i < MAX_THREADS; i++)
@@ -127,95 +121,17 @@ static void proc_forget(struct dproc *pr)
 	pr->map = NULL;
 	pr->pid = 0;
 }
-
-/* ---- the count's control block ---- */
-
-/* One control block for the session, whose memfd gdb's children inherit (gdb forks the
- * program): made empty again at each takeover, read at the program's exit. */
 static char *rt_path; /* $TRACEPAD_DEBUG_RT, taken out of the environment */
-
-static struct {
-	int fd;
-	struct tp_agent_ctl *ctl;
-	size_t size;
-} C = {-1, NULL, 0};
-
-#define CTL_THREADS 256
-#define CTL_MAPS 1024
-
-static void ctl_reset(void)
-{
-	struct tp_agent_ctl *ctl = C.ctl;
-	size_t toff = (sizeof(*ctl) + 4095) & ~(size_t)4095;
-
-	memset(ctl, 0, C.size);
-	ctl->magic = TP_AGENT_MAGIC;
-	ctl->abi = TP_AGENT_ABI;
-	ctl->mode = TP_AGENT_PASSIVE;
-	ctl->size = C.size;
-	ctl->threads_off = toff;
-	ctl->max_threads = CTL_THREADS;
-	ctl->maps_off = toff + CTL_THREADS * sizeof(struct tp_agent_thread);
-	ctl->max_maps = CTL_MAPS;
-	ctl->addrs_off = ctl->maps_off + CTL_MAPS * sizeof(struct tp_agent_map);
-	ctl->flags = TP_CTL_WHOLE;
-	ctl->tracer_pid = getpid();
-}
 
 void tp_debug_init(void)
 {
 	const char *rt = getenv(TP_DEBUG_ENV_RT);
-	size_t size = ((sizeof(struct tp_agent_ctl) + 4095) & ~(size_t)4095) +
-		      CTL_THREADS * sizeof(struct tp_agent_thread) +
-		      CTL_MAPS * sizeof(struct tp_agent_map);
-	int fd = memfd_create("tracepad-ctl", 0), hi;
-	void *at;
 
 	/* the program gets the environment it would have without tracepad */
 	if (rt && *rt)
 		rt_path = strdup(rt);
 	unsetenv(TP_DEBUG_ENV_RT);
-	size = (size + 4095) & ~(size_t)4095;
-	if (fd < 0)
-		return;
-	/* out of the way of gdb's fds and the program's; inherited by the program */
-	hi = fcntl(fd, F_DUPFD, 100);
-	close(fd);
-	if (hi < 0 || ftruncate(hi, (off_t)size) ||
-	    (at = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, hi, 0)) == MAP_FAILED) {
-		if (hi >= 0)
-			close(hi);
-		return;
-	}
-	C.fd = hi;
-	C.ctl = at;
-	C.size = size;
-}
-
-/* The program's count at its exit: every thread's, as `tracepad count --engine dbt`. */
-static void ctl_report(int status)
-{
-	struct tp_agent_ctl *ctl = C.ctl;
-	const struct tp_agent_thread *th;
-	uint64_t total = 0;
-	uint32_t n;
-
-	if (!ctl || !(__atomic_load_n(&ctl->state, __ATOMIC_ACQUIRE) & TP_AGENT_ST_ACTIVE))
-		return;
-	th = (const void *)((char *)ctl + ctl->threads_off);
-	n = ctl->nthreads < ctl->max_threads ? ctl->nthreads : ctl->max_threads;
-	for (uint32_t i = 0; i < n; i++)
-		total += th[i].count;
-	total += ctl->overflow_count;
-	if (ctl->state & TP_AGENT_ST_ERROR) {
-		ctl->error[sizeof(ctl->error) - 1] = 0;
-		tp_warn("the code cache stopped: %s", ctl->error);
-	}
-	if (!total && WIFSIGNALED(status))
-		tp_info("the program was killed before it could report its count");
-	else
-		tp_info("%llu instructions", (unsigned long long)total);
-	ctl->state = 0;
+	tp_debug_ctl_init();
 }
 
 /* ---- registers ---- */
@@ -346,9 +262,7 @@ static const char *runtime_path(void)
  * through the boot record), and leave it stopped there, shown as the exec stop. */
 static int takeover(pid_t pid)
 {
-	struct tp_dbt_takeover o = {.ctl_fd = C.fd,
-				    .ctl_size = C.size,
-				    .boot_flags =
+	struct tp_dbt_takeover o = {.boot_flags =
 					TP_DBT_BOOT_BREAK_ENTRY | TP_DBT_BOOT_EXACT_FLAGS};
 	struct user_regs_struct regs;
 	struct tp_proc *p = NULL;
@@ -375,12 +289,12 @@ static int takeover(pid_t pid)
 	err = tp_proc_adopt(pid, 0, &p);
 	if (err)
 		goto err;
-	if (C.ctl)
-		ctl_reset();
+	o.ctl_fd = tp_debug_ctl_fd(&o.ctl_size);
+	tp_debug_ctl_reset();
 	err = tp_dbt_takeover(p, pid, &o, why, sizeof(why));
-	if (!err && C.fd >= 0) {
+	if (!err && o.ctl_fd >= 0) {
 		/* mapped: the program's fds are its own again */
-		const uint64_t args[6] = {(uint64_t)C.fd};
+		const uint64_t args[6] = {(uint64_t)o.ctl_fd};
 		int64_t ret;
 
 		err = tp_proc_inject_syscall(p, pid, pid, SYS_close, args, &ret);
@@ -608,7 +522,7 @@ bool tp_debug_on_wait(pid_t pid, int *status)
 		return false;
 	if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
 		if (t->pr->pid == pid) {
-			ctl_report(*status);
+			tp_debug_ctl_report(*status);
 			proc_forget(t->pr);
 		} else
 			t->tid = 0;
@@ -735,105 +649,4 @@ bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret)
 	default:
 		return false;
 	}
-}
-
-/* ---- memory ---- */
-
-void tp_debug_on_open(int fd, const char *path)
-{
-	int pid, tid, n = 0;
-
-	if (fd < 0 ||
-	    (sscanf(path, "/proc/%d/task/%d/mem%n", &pid, &tid, &n) != 2 &&
-	     sscanf(path, "/proc/%d/mem%n", &pid, &n) != 1) ||
-	    path[n])
-		return;
-	for (int i = 0; i < MAX_FDS; i++)
-		if (!memfds[i].pid) {
-			memfds[i].fd = fd;
-			memfds[i].pid = pid;
-			return;
-		}
-}
-
-void tp_debug_on_close(int fd)
-{
-	for (int i = 0; i < MAX_FDS; i++)
-		if (memfds[i].pid && memfds[i].fd == fd)
-			memfds[i].pid = 0;
-}
-
-static struct dproc *proc_of_fd(int fd)
-{
-	for (int i = 0; i < MAX_FDS; i++)
-		if (memfds[i].pid && memfds[i].fd == fd) {
-			struct dthr *t = thr_find(memfds[i].pid);
-
-			return t ? t->pr : proc_find(memfds[i].pid);
-		}
-	return NULL;
-}
-
-bool tp_debug_pread(int fd, void *buf, size_t len, off_t off, ssize_t *ret)
-{
-	struct dproc *pr = proc_of_fd(fd);
-
-	if (!pr || !pr->map)
-		return false;
-	*ret = tp_dbt_map_read_text(pr->map, (uint64_t)off, buf, len, 1);
-	if (*ret < 0) {
-		errno = (int)-*ret;
-		*ret = -1;
-	}
-	return true;
-}
-
-struct exec_q {
-	uint64_t addr;
-	bool exec;
-};
-
-static int exec_one(void *arg, const struct tp_maps_ent *e)
-{
-	struct exec_q *q = arg;
-
-	if (q->addr >= e->start && q->addr < e->end) {
-		q->exec = tp_maps_exec(e);
-		return 1;
-	}
-	return 0;
-}
-
-bool tp_debug_pwrite(int fd, const void *buf, size_t len, off_t off, ssize_t *ret)
-{
-	struct dproc *pr = proc_of_fd(fd);
-	struct exec_q q = {(uint64_t)off, false};
-	uint8_t b = len == 1 ? *(const uint8_t *)buf : 0, orig;
-	int err;
-
-	if (!pr || !pr->map || len != 1)
-		return false;
-	if (tp_dbt_map_bp_at(pr->map, q.addr, &orig)) {
-		/* the seed's Write Memory: the breakpoint's byte put back removes it */
-		if (b == INT3)
-			err = 0;
-		else if (b == orig)
-			err = tp_dbt_map_bp_remove(pr->map, q.addr);
-		else
-			return false;
-	} else if (b == INT3) {
-		/* an int3 into text (data writes of 0xcc go to the data) */
-		if (tp_maps_foreach(pr->pid, exec_one, &q) < 0 || !q.exec)
-			return false;
-		err = tp_dbt_map_bp_insert(pr->map, q.addr);
-	} else {
-		return false;
-	}
-	if (err) {
-		errno = -err;
-		*ret = -1;
-	} else {
-		*ret = 1;
-	}
-	return true;
 }
