@@ -12,6 +12,7 @@
 struct dproc {
 	pid_t pid; /* 0: free */
 	struct tp_dbt_map *map;
+	bool own; /* gdb launched it and the interposer took it over (else: attached) */
 };
 
 /* The process (in the code cache) of @pid, a process or one of its threads; NULL. */

@@ -334,6 +334,7 @@ static int takeover(pid_t pid)
 	if (err)
 		goto err;
 	pr->pid = pid;
+	pr->own = true;
 	t->fake_exec = true;
 	t->exec_regs = regs;
 	t->si = si;
@@ -522,7 +523,8 @@ bool tp_debug_on_wait(pid_t pid, int *status)
 		return false;
 	if (WIFEXITED(*status) || WIFSIGNALED(*status)) {
 		if (t->pr->pid == pid) {
-			tp_debug_ctl_report(*status);
+			if (t->pr->own)
+				tp_debug_ctl_report(*status);
 			proc_forget(t->pr);
 		} else
 			t->tid = 0;
@@ -552,11 +554,58 @@ bool tp_debug_on_wait(pid_t pid, int *status)
 
 /* ---- ptrace ---- */
 
+/* gdb attached @tid: a thread of a process that runs in the cache (launched by `tracepad
+ * count --engine dbt`, say) is mapped from then on. */
+static void attached(pid_t tid)
+{
+	char path[64], line[128];
+	struct dproc *pr = NULL;
+	int tgid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	if (tgid <= 0)
+		return;
+	if (!(pr = proc_find(tgid))) {
+		struct tp_dbt_map *map;
+
+		if (tp_dbt_map_open(tgid, &map))
+			return; /* not in a code cache: gdb's own business */
+		for (int i = 0; i < MAX_PROCS && !pr; i++)
+			if (!procs[i].pid)
+				pr = &procs[i];
+		if (!pr) {
+			tp_dbt_map_close(map);
+			return;
+		}
+		pr->pid = tgid;
+		pr->map = map;
+		pr->own = false;
+	}
+	thr_add(tid, pr);
+}
+
 bool tp_debug_ptrace(int req, pid_t pid, void *addr, void *data, long *ret)
 {
 	struct dthr *t = thr_get(pid);
 	struct user_regs_struct r;
 
+	if (!t && (req == PTRACE_ATTACH || req == PTRACE_SEIZE)) {
+		int e;
+
+		*ret = ptrace(req, pid, addr, data);
+		e = errno;
+		if (!*ret)
+			attached(pid);
+		errno = e;
+		return true;
+	}
 	if (!t)
 		return false;
 	switch (req) {
