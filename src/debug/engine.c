@@ -169,6 +169,8 @@ static bool runtime_regs(const struct dthr *t, struct user_regs_struct *r)
 		r->rdi = f[8], r->rsi = f[9], r->rbp = f[10], r->rbx = f[11];
 		r->rdx = f[12], r->rcx = f[13], r->rax = f[14], r->eflags = f[15];
 		r->rsp = w[2] + sizeof(f) + 128;
+	} else if (tp_proc_read(t->tid, blk + TP_DBT_T_RAX, f, 8) == 8) {
+		r->rax = f[0]; /* an entry's or a lookup's argument is in rax, the program's here */
 	}
 	return true;
 }
@@ -203,6 +205,7 @@ static void regs_shown(const struct dthr *t, struct user_regs_struct *r)
 static int regs_write(struct dthr *t, const struct user_regs_struct *want)
 {
 	struct user_regs_struct real, shown, w = *want;
+	uint64_t enter = 0, ibl;
 	int err = tp_proc_get_regs(t->tid, &real);
 
 	if (err)
@@ -232,9 +235,7 @@ static int regs_write(struct dthr *t, const struct user_regs_struct *want)
 		if (i < n && i < 8)
 			w.rip = c[i].cache;
 		else
-			tp_warn("the pc set to 0x%llx, code not translated yet: the program "
-				"leaves the code cache there",
-				(unsigned long long)w.rip);
+			enter = w.rip; /* not translated yet: through the runtime's lookup */
 	}
 	if (w.fs_base == shown.fs_base)
 		w.fs_base = real.fs_base;
@@ -244,6 +245,19 @@ static int regs_write(struct dthr *t, const struct user_regs_struct *want)
 		w.orig_rax = real.orig_rax;
 	if (w.eflags == shown.eflags)
 		w.eflags = real.eflags & ~(unsigned long long)EFLAGS_TF;
+	if (enter) {
+		/* the seed's last case, without leaving the cache: the thread enters the
+		 * runtime's indirect branch lookup as an indirect jump there would (rax = the
+		 * target, the program's rax in its slot), which translates the code */
+		if (tp_proc_read(t->tid, real.gs_base + TP_DBT_T_IBL, &ibl, 8) != 8 ||
+		    (err = tp_proc_write(t->tid, real.gs_base + TP_DBT_T_RAX, &w.rax, 8)) ||
+		    (err = tp_proc_write(t->tid, real.gs_base + TP_DBT_T_NEXT, &enter, 8)))
+			return err ? err : -EIO;
+		w.rax = enter;
+		w.rip = ibl;
+		tp_dbg("pc set to 0x%llx, not translated: through the lookup",
+		       (unsigned long long)enter);
+	}
 	if (w.rip != real.rip)
 		t->at_bp = false;
 	t->fake_exec = false;
