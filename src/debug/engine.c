@@ -555,7 +555,11 @@ bool tp_debug_on_wait(pid_t pid, int *status)
 		if (!t->stepping && temp_bp_hit(t, &r))
 			return true;
 	}
-	if (WSTOPSIG(*status) != SIGTRAP || !t->stepping)
+	/* after a step of gdb's, or a hardware watchpoint's trap (after the write, which may be
+	 * one of several cache instructions of the program's): on to the next instruction */
+	if (WSTOPSIG(*status) != SIGTRAP ||
+	    !(t->stepping ||
+	      (!ptrace(PTRACE_GETSIGINFO, pid, 0, &si) && si.si_code == TRAP_HWBKPT)))
 		return false;
 	roll_ahead(t, &r, status);
 	/* a popf of the runtime's may have put back a trap flag of a step */

@@ -68,7 +68,7 @@ SESSIONS["start-siginfo"] = ["start", "next", "next", "info frame", "print $_sig
 SESSIONS["jump"] = ["break work", "run", "set var sum = 100", "jump 24", "bt",
                     "info registers rip rax", "delete", "continue"]
 # sessions that need -O0's variables, sessions that change the program's path (its count)
-O0_ONLY = {"jump"}
+O0_ONLY = {"jump", "start-siginfo"}
 OTHER_PATH = {"jump"}
 # programs nobody here wrote, stopped in a libc function they call
 SESSIONS["real"] = ["break write", "run", "bt", "finish", "info registers"] + ["stepi"] * 10 + [
