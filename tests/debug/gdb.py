@@ -70,6 +70,8 @@ SESSIONS["jump"] = ["break work", "run", "set var sum = 100", "jump 24", "bt",
 # sessions that need -O0's variables, sessions that change the program's path (its count)
 O0_ONLY = {"jump", "start-siginfo"}
 OTHER_PATH = {"jump"}
+# a fork child and a vfork one (system): gdb detaches them, the breakpoint is not theirs
+SESSIONS["fork"] = ["break work", "run", "bt", "delete", "continue"]
 # programs nobody here wrote, stopped in a libc function they call
 SESSIONS["real"] = ["break write", "run", "bt", "finish", "info registers"] + ["stepi"] * 10 + [
     "x/i $pc", "delete", "continue"]
@@ -79,6 +81,7 @@ PROGRAMS = {
                 "jump"],
     "debugee-threads": ["threads"],
     "debugee-signal": ["signals"],
+    "debugee-fork": ["fork"],
 }
 
 
