@@ -78,28 +78,37 @@ static struct dproc *proc_find(pid_t pid)
 	return NULL;
 }
 
+/* The process of thread @tid, -1 when it is gone. */
+static int tgid_of(pid_t tid)
+{
+	char path[64], line[128];
+	int tgid = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid;
+}
+
 /* @tid's state; a thread of a program in the cache met for the first time (gdb attached it
  * at its creation) is added. */
 static struct dthr *thr_get(pid_t tid)
 {
 	struct dthr *t = thr_find(tid);
-	char path[64], line[128];
-	struct dproc *pr = NULL;
-	int tgid = -1, any = 0;
-	FILE *f;
+	struct dproc *pr;
+	int tgid, any = 0;
 
 	for (int i = 0; i < MAX_PROCS; i++)
 		any |= procs[i].pid != 0;
 	if (t || !any)
 		return t;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
+	tgid = tgid_of(tid);
 	if (tgid > 0 && (pr = proc_find(tgid)) && pr->map)
 		return thr_add(tid, pr);
 	return NULL;
@@ -121,6 +130,7 @@ static void proc_forget(struct dproc *pr)
 	pr->map = NULL;
 	pr->pid = 0;
 }
+
 static char *rt_path; /* $TRACEPAD_DEBUG_RT, taken out of the environment */
 
 void tp_debug_init(void)
@@ -576,18 +586,9 @@ bool tp_debug_on_wait(pid_t pid, int *status)
  * count --engine dbt`, say) is mapped from then on. */
 static void attached(pid_t tid)
 {
-	char path[64], line[128];
 	struct dproc *pr = NULL;
-	int tgid = -1;
-	FILE *f;
+	int tgid = tgid_of(tid);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	if (!(f = fopen(path, "re")))
-		return;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
 	if (tgid <= 0)
 		return;
 	if (!(pr = proc_find(tgid))) {
