@@ -67,8 +67,11 @@ SESSIONS["start-siginfo"] = ["start", "next", "next", "info frame", "print $_sig
 # jump to code never run (never translated: the seed's last case of a written pc)
 SESSIONS["jump"] = ["break work", "run", "set var sum = 100", "jump 24", "bt",
                     "info registers rip rax", "delete", "continue"]
+# a system call caught (syscall stops: PTRACE_SYSCALL)
+SESSIONS["catch-syscall"] = ["catch syscall write", "run", "bt", "info registers rip rax",
+                             "continue", "bt 2", "delete", "continue"]
 # sessions that need -O0's variables, sessions that change the program's path (its count)
-O0_ONLY = {"jump", "start-siginfo"}
+O0_ONLY = {"jump", "start-siginfo", "catch-syscall"}
 OTHER_PATH = {"jump"}
 # a fork child and a vfork one (system): gdb detaches them, the breakpoint is not theirs
 SESSIONS["fork"] = ["break work", "run", "bt", "delete", "continue"]
@@ -78,7 +81,7 @@ SESSIONS["real"] = ["break write", "run", "bt", "finish", "info registers"] + ["
 # the programs (tests/e2e/targets, built -O0 and -O2) and their sessions
 PROGRAMS = {
     "debugee": ["break-bt-regs", "step-finish-print", "watch-software", "start-siginfo",
-                "jump"],
+                "jump", "catch-syscall"],
     "debugee-threads": ["threads"],
     "debugee-signal": ["signals"],
     "debugee-fork": ["fork"],
