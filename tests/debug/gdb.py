@@ -70,8 +70,10 @@ SESSIONS["jump"] = ["break work", "run", "set var sum = 100", "jump 24", "bt",
 # a system call caught (syscall stops: PTRACE_SYSCALL)
 SESSIONS["catch-syscall"] = ["catch syscall write", "run", "bt", "info registers rip rax",
                              "continue", "bt 2", "delete", "continue"]
+# the program's mappings, as gdb reads /proc/PID/maps (none of the cache's)
+SESSIONS["mappings"] = ["break work", "run", "info proc mappings", "delete", "continue"]
 # sessions that need -O0's variables, sessions that change the program's path (its count)
-O0_ONLY = {"jump", "start-siginfo", "catch-syscall"}
+O0_ONLY = {"jump", "start-siginfo", "catch-syscall", "mappings"}
 OTHER_PATH = {"jump"}
 # a fork child and a vfork one (system): gdb detaches them, the breakpoint is not theirs
 SESSIONS["fork"] = ["break work", "run", "bt", "delete", "continue"]
@@ -81,7 +83,7 @@ SESSIONS["real"] = ["break write", "run", "bt", "finish", "info registers"] + ["
 # the programs (tests/e2e/targets, built -O0 and -O2) and their sessions
 PROGRAMS = {
     "debugee": ["break-bt-regs", "step-finish-print", "watch-software", "start-siginfo",
-                "jump", "catch-syscall"],
+                "jump", "catch-syscall", "mappings"],
     "debugee-threads": ["threads"],
     "debugee-signal": ["signals"],
     "debugee-fork": ["fork"],
