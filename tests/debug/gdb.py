@@ -20,8 +20,8 @@ from tap import Tap  # noqa: E402
 t = Tap("debug-gdb")
 tp = os.environ["TRACEPAD"]
 targets = sys.argv[1]
-if not shutil.which("gdb"):
-    t.skip_all("no gdb in PATH")
+if not shutil.which("gdb") or not shutil.which("setarch"):
+    t.bail("no gdb or setarch in PATH (scripts/deps.sh installs gdb)")
 
 # One environment for both gdbs, so that the programs' start-up is the same: the dynamic
 # loader's and libc's work depend on the environment's size.
@@ -197,31 +197,30 @@ with tempfile.TemporaryDirectory(prefix="tp-debug-") as tmp:
     # attach: to the program run natively (without address-space randomisation, as the
     # cache runs it) and to the program under count --engine dbt, which runs on to its
     # end once gdb detached
-    if shutil.which("setarch"):
-        cmds = ["bt", "break done", "signal SIGUSR1", "bt", "info registers rip", "finish",
-                "delete", "detach"]
-        script = os.path.join(tmp, "attach.gdb")
-        with open(script, "w") as f:
-            f.write("\n".join(cmds) + "\n")
-        prog = os.path.join(targets, "debugee-attach-O0")
-        out = {}
-        for how, launch, gdb in [
-                ("native", ["setarch", "-R", prog], ["gdb"]),
-                ("debug", [tp, "count", "--engine", "dbt", "--", prog], [tp, "debug"])]:
-            p = subprocess.Popen(launch, env=ENV, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-            pid = p.stdout.readline().decode().split()[-1]
-            argv = gdb + ["-nx", "-batch", "-x", script, "-p", pid] + (
-                ["--"] if how == "debug" else []) + [prog]
-            _, text = run(argv)
-            rest, err = p.communicate(timeout=60)
-            out[how] = (text.replace(pid, "PID"), rest.decode(), p.returncode, err.decode())
-        what = "debugee-attach-O0, attach"
-        t.eq(out["debug"][0], out["native"][0], what + ": transcript as native gdb's")
-        t.eq(out["debug"][1:3], out["native"][1:3],
-             what + ": the program's output and status after the detach", out["debug"][3])
-        t.ok(re.search(r"instructions +\d+", out["debug"][3]),
-             what + ": count --engine dbt counted it to its end", out["debug"][3])
+    cmds = ["bt", "break done", "signal SIGUSR1", "bt", "info registers rip", "finish",
+            "delete", "detach"]
+    script = os.path.join(tmp, "attach.gdb")
+    with open(script, "w") as f:
+        f.write("\n".join(cmds) + "\n")
+    prog = os.path.join(targets, "debugee-attach-O0")
+    out = {}
+    for how, launch, gdb in [
+            ("native", ["setarch", "-R", prog], ["gdb"]),
+            ("debug", [tp, "count", "--engine", "dbt", "--", prog], [tp, "debug"])]:
+        p = subprocess.Popen(launch, env=ENV, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        pid = p.stdout.readline().decode().split()[-1]
+        argv = gdb + ["-nx", "-batch", "-x", script, "-p", pid] + (
+            ["--"] if how == "debug" else []) + [prog]
+        _, text = run(argv)
+        rest, err = p.communicate(timeout=60)
+        out[how] = (text.replace(pid, "PID"), rest.decode(), p.returncode, err.decode())
+    what = "debugee-attach-O0, attach"
+    t.eq(out["debug"][0], out["native"][0], what + ": transcript as native gdb's")
+    t.eq(out["debug"][1:3], out["native"][1:3],
+         what + ": the program's output and status after the detach", out["debug"][3])
+    t.ok(re.search(r"instructions +\d+", out["debug"][3]),
+         what + ": count --engine dbt counted it to its end", out["debug"][3])
     # gzip -9 of a file (its output compared too), python3 with a loop
     data = os.path.join(tmp, "data")
     with open(data, "wb") as f:
