@@ -4,14 +4,15 @@
 set -eu
 pkgs="meson ninja-build pkg-config gcc g++ clang libzydis-dev libelf-dev libdw-dev libunwind-dev
 babeltrace2 python3 coreutils gzip valgrind libc6-dbg sqlite3 pigz strace ltrace uftrace
-libpython3.11-testsuite"
+libpython3.11-testsuite gdb"
 # valgrind is in the test suite too: the memory plugin's totals are compared with memcheck's,
 # also on sqlite3 and pigz (strace, ltrace, uftrace: the calls tests compare process events
 # and the peers' options with them);
 # libpython3.11-testsuite: CPython's own tests run under the dbt engine (tests/e2e);
-# libc6-dbg: count names ld.so's and libc's functions from their debug files (tests/cli)
+# libc6-dbg: count names ld.so's and libc's functions from their debug files (tests/cli);
+# gdb: tracepad debug's sessions are compared with native gdb's (tests/debug)
 if [ "${1:-build}" = bench ]; then
-	pkgs="$pkgs liblttng-ust-dev lttng-tools gdb gdbserver"
+	pkgs="$pkgs liblttng-ust-dev lttng-tools gdbserver"
 fi
 missing=""
 for p in $pkgs; do

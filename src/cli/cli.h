@@ -34,6 +34,7 @@ const char *tp_cli_agent_path(void);
 
 int cmd_calls(int argc, char **argv);
 int cmd_count(int argc, char **argv);
+int cmd_debug(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);

@@ -149,6 +149,7 @@ static const struct command {
 } commands[] = {
     {"calls", cmd_calls, "trace function calls with arguments, return values and times"},
     {"count", cmd_count, "count every executed instruction of a program or of a region of it"},
+    {"debug", cmd_debug, "run gdb on a program that runs in the code cache"},
     {"dump", cmd_dump, "print the events of a trace, one a line"},
     {"report", cmd_report, "summarise a trace: events per class, discarded events, time span"},
     {"export", cmd_export, "convert a trace to Chrome trace-event JSON or folded stacks"},

@@ -14,6 +14,7 @@ struct tp_dbt_takeover {
 	const char *runtime; /* path of tracepad-dbt-rt.so */
 	int ctl_fd;	     /* the control block's memfd, open in the program; -1 for none */
 	size_t ctl_size;
+	uint32_t boot_flags; /* TP_DBT_BOOT_* (rt-abi.h) */
 };
 
 /* The runtime next to the agent at @agent (the build tree's or the installed layout), or

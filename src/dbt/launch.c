@@ -456,6 +456,7 @@ static int boot_write(struct ctx *c, const struct tp_dbt_takeover *o, struct ima
 	}
 	b->cache_size = (uint64_t)cache_size;
 	b->magic = TP_DBT_BOOT_MAGIC;
+	b->flags = o->boot_flags;
 	memcpy(&b->regs, regs, sizeof(b->regs));
 	b->pid = c->pid;
 	b->heap_end = TP_DBT_HEAP_AT + TP_DBT_HEAP_SIZE - TP_DBT_STACK_SIZE;

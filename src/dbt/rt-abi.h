@@ -101,6 +101,12 @@ struct tp_dbt_boot {
 	uint64_t cache_size; /* bytes of code the cache holds before it is flushed; 0: default */
 };
 #define TP_DBT_BOOT_MAGIC 0x544f4f4254424454ull
+/* flags: a breakpoint at the program's first instruction, set before its first translation,
+ * where a debugger that launched the program takes it over (src/debug) */
+#define TP_DBT_BOOT_BREAK_ENTRY 1u
+/* flags: status flags exact at every instruction's start (a debugger reads them there): the
+ * count is never an add where the block's instructions would make them dead */
+#define TP_DBT_BOOT_EXACT_FLAGS 2u
 
 #endif
 #endif

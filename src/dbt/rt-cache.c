@@ -186,6 +186,8 @@ int tp_dbt_flags_dead_at(uint64_t pc)
 	uint32_t need = status;
 
 	D.n = 0;
+	if (tp_dbt.boot->flags & TP_DBT_BOOT_EXACT_FLAGS)
+		return 0; /* a debugger's breakpoint may stop at any instruction */
 	for (int i = 0; i < DEC_AHEAD; i++) {
 		struct dec *d = &D.d[i];
 		const ZydisAccessedFlags *f;

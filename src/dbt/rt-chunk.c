@@ -159,6 +159,8 @@ void tp_dbt_cache_forked(void)
 		c->populated = 0;
 		tp_dbt_map_chunk(c->rx, c->rw);
 	}
+	if (tp_dbt.boot->flags & TP_DBT_BOOT_BREAK_ENTRY)
+		tp_dbt_map_unbreak_all();
 }
 
 static struct tp_dbt_chunk *chunk_of(uint64_t addr)

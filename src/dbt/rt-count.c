@@ -490,9 +490,12 @@ static void count_module_load(uint64_t start, uint64_t end, uint64_t offset, con
 			      size_t path_len)
 {
 	struct tp_agent_ctl *ctl = tp_dbt.ctl;
-	struct tp_agent_map *m = (void *)((char *)ctl + ctl->maps_off);
+	struct tp_agent_map *m;
 	uint32_t n;
 
+	if (!ctl)
+		return;
+	m = (void *)((char *)ctl + ctl->maps_off);
 	if (!blocks() || !own_tables() ||
 	    ctl->maps_off + (uint64_t)ctl->max_maps * sizeof(*m) > ctl->size)
 		return;

@@ -113,6 +113,17 @@ static int map_init(void)
 	M.head = (struct tp_dbt_map_head *)(uintptr_t)at;
 	head_init(M.head);
 	M.bps = (struct tp_dbt_map_bp *)(uintptr_t)(at + M.head->bps_off);
+	if (tp_dbt.boot->flags & TP_DBT_BOOT_BREAK_ENTRY) {
+		/* the debugger that launched the program takes it at its first instruction:
+		 * the first block gets the int3 like any other (it removes it then) */
+		uint64_t pc = tp_dbt.boot->regs.rip;
+		struct tp_dbt_map_bp *b = &M.bps[tp_dbt_map_bp_hash(pc, TP_DBT_MAP_BPS)];
+
+		b->pc = pc;
+		b->orig = *(const uint8_t *)(uintptr_t)pc;
+		b->state = TP_DBT_BP_SET;
+		M.head->nbps = 1;
+	}
 	M.ready = 1;
 	return 1;
 }
@@ -432,6 +443,39 @@ void tp_dbt_map_reset(uint64_t chunk)
 	a->used = a->pub->used = 0;
 	__atomic_add_fetch(&a->pub->epoch, 1, __ATOMIC_ACQ_REL);
 	__atomic_add_fetch(&M.head->gen, 1, __ATOMIC_RELEASE);
+}
+
+void tp_dbt_map_unbreak_all(void)
+{
+	/* gdb takes its breakpoints out of a fork child it detaches (the default follow-fork
+	 * mode) by writing the text, which the cache never runs: the int3s of this copy go */
+	if (M.ready <= 0 || !M.head->nbps)
+		return;
+	for (int k = 0; k < M.nareas; k++) {
+		const struct area *a = &M.areas[k];
+
+		for (uint64_t i = 0; i < a->nrec; i++) {
+			const struct tp_dbt_map_rec *r = rec_at(a, i);
+			uint8_t *code;
+
+			if (!r || r->cache - a->rx >= TP_DBT_CHUNK_SIZE ||
+			    r->len > TP_DBT_CHUNK_SIZE - (r->cache - a->rx))
+				continue;
+			code = (uint8_t *)(uintptr_t)(a->rw + (r->cache - a->rx));
+			for (uint32_t j = 0; j < r->n && j < MARKS; j++) {
+				const struct tp_dbt_map_mark *m = &r->mark[j];
+
+				if (m->prog >> TP_DBT_MK_SHIFT == TP_DBT_MK_INSN &&
+				    m->cache_off < r->len && code[m->cache_off] == INT3 &&
+				    m->byte != INT3)
+					__atomic_store_n(&code[m->cache_off], m->byte,
+							 __ATOMIC_RELEASE);
+			}
+		}
+	}
+	for (uint32_t i = 0; i < TP_DBT_MAP_BPS; i++)
+		M.bps[i].state = TP_DBT_BP_FREE;
+	M.head->nbps = 0;
 }
 
 void tp_dbt_map_forked(void)

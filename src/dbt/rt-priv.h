@@ -176,6 +176,8 @@ void tp_dbt_map_unbreak(uint64_t pc, uint8_t *code, size_t n) TP_DBT_HIDDEN;
 void tp_dbt_map_stale(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 /* A forked child: repositories of its own; then each chunk's new writable view. */
 void tp_dbt_map_forked(void) TP_DBT_HIDDEN;
+/* A forked child of a debugged program (gdb detached it): its copy keeps no breakpoint. */
+void tp_dbt_map_unbreak_all(void) TP_DBT_HIDDEN;
 void tp_dbt_map_chunk(uint64_t chunk, uint64_t chunk_rw) TP_DBT_HIDDEN;
 /* The chunk at @chunk is emptied to be filled again: its records go. */
 void tp_dbt_map_reset(uint64_t chunk) TP_DBT_HIDDEN;

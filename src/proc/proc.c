@@ -424,6 +424,28 @@ err_env:
 	return r;
 }
 
+/* ---- adopt ---- */
+
+int tp_proc_adopt(pid_t pid, unsigned opts, struct tp_proc **out)
+{
+	struct tp_proc *p = tp_proc_alloc(pid, opts);
+	int r = -ENOMEM;
+
+	if (!p)
+		return r;
+	if (!tp_proc_task_add(p, pid, pid) || tp_proc_tgid_add(p, pid))
+		goto err;
+	if (ptrace(PTRACE_SETOPTIONS, pid, 0, (void *)(uintptr_t)tp_proc_ptrace_opts(p->opts))) {
+		r = -errno;
+		goto err;
+	}
+	*out = p;
+	return 0;
+err:
+	tp_proc_free(p);
+	return r;
+}
+
 /* ---- attach ---- */
 
 /* tp_proc_set_interrupt(): the caller's flag that ends a wait for threads to stop. */

@@ -79,6 +79,11 @@ void tp_proc_set_interrupt(volatile sig_atomic_t *flag);
  * as tracepad attached, say) is resumed by the handling of that event, not before: resumed
  * earlier, it would lose its signal, and the event would find it running (-EBUSY). */
 bool tp_proc_queued(struct tp_proc *p, pid_t tid);
+/* Take @pid, a process of one thread that the calling thread already traces (as a
+ * debugger that launched it) and that is in a ptrace-stop, into a new tp_proc, with this
+ * module's ptrace options set (the caller's are its own to set back).  Release with
+ * tp_proc_free(): the task stays traced and stopped. */
+int tp_proc_adopt(pid_t pid, unsigned opts, struct tp_proc **out);
 /* Detach from every task, delivering any signal the tasks were stopped with; tasks are
  * left running.  Frees @p.  Accepts NULL. */
 int tp_proc_detach(struct tp_proc *p);
