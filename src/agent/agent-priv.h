@@ -124,6 +124,12 @@ void tp_agent_sync2(void) TP_HIDDEN;
 int tp_agent_tracer_gone(struct tp_tstate *ts) TP_HIDDEN;
 /* /proc/@pid/fd/@fd, in @buf (at least 48 bytes). */
 void tp_agent_fd_path(char *buf, int pid, int fd) TP_HIDDEN;
+/* Map the shared block of fast tracepoints or call hooks: tracer @tracer's memfd @fd, named
+ * @want ("/memfd:NAME"), that starts with a u64 @magic, a u32 @abi and (at byte 16) its u64
+ * size, at most 4 GiB, given in *@size.  The block's address, or -1 (not the tracer's
+ * block, or no memory). */
+long tp_agent_map_block(int tracer, int fd, const char *want, uint64_t magic, uint32_t abi,
+			uint64_t *size) TP_HIDDEN;
 
 /* agent.c */
 int tp_agent_gettid(void) TP_HIDDEN;

@@ -4,6 +4,7 @@
  * stopped by ptrace, on the thread's stack below its red zone; tracepad sets and clears TF. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
@@ -13,6 +14,43 @@
 
 int tracepad_agent_attach(int tracer, int fd);
 int tracepad_agent_detach(void);
+
+long tp_agent_map_block(int tracer, int fd, const char *want, uint64_t magic, uint32_t abi,
+			uint64_t *size)
+{
+	char path[48], link[64];
+	const struct {
+		uint64_t magic;
+		uint32_t abi, pad;
+		uint64_t size;
+	} * h;
+	long myfd, p, n, wlen = 0;
+	int ok;
+
+	while (want[wlen])
+		wlen++;
+	tp_agent_fd_path(path, tracer, fd);
+	myfd = tp_raw3(SYS_open, path, O_RDWR | O_CLOEXEC, 0);
+	if (myfd < 0)
+		return -1;
+	tp_agent_fd_path(path, (int)tp_raw0(SYS_getpid), (int)myfd);
+	n = tp_raw4(SYS_readlink, path, link, sizeof(link) - 1, 0);
+	p = n >= wlen && !__builtin_memcmp(link, want, (size_t)wlen)
+		? tp_raw6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, myfd, 0)
+		: -1;
+	if (tp_raw_failed(p)) {
+		tp_raw1(SYS_close, myfd);
+		return -1;
+	}
+	h = (const void *)p;
+	*size = h->size;
+	ok = h->magic == magic && h->abi == abi && *size >= 4096 && *size <= (1ull << 32);
+	tp_raw2(SYS_munmap, p, 4096);
+	p = ok ? tp_raw6(SYS_mmap, 0, (long)*size, PROT_READ | PROT_WRITE, MAP_SHARED, myfd, 0)
+	       : -1;
+	tp_raw1(SYS_close, myfd);
+	return tp_raw_failed(p) ? -1 : p;
+}
 
 void tp_agent_fd_path(char *buf, int pid, int fd)
 {

@@ -389,34 +389,14 @@ static void say(const char *m)
  * way). */
 __attribute__((visibility("default"))) int tracepad_hooks_attach(int tracer, int fd)
 {
-	static const char want[] = "/memfd:tracepad-hooks";
-	char path[48], link[64];
-	long myfd, p, n;
 	struct tp_hk_ctl *c;
+	long p;
 
 	if (hk.ctl && (!tracer_gone() || tracepad_hooks_detach()))
 		return -3;
-	tp_agent_fd_path(path, tracer, fd);
-	myfd = tp_raw3(SYS_open, path, O_RDWR | O_CLOEXEC, 0);
-	if (myfd < 0)
-		return -1;
-	tp_agent_fd_path(path, (int)tp_raw0(SYS_getpid), (int)myfd);
-	n = tp_raw4(SYS_readlink, path, link, sizeof(link) - 1, 0);
-	if (n < (long)sizeof(want) - 1 || __builtin_memcmp(link, want, sizeof(want) - 1))
-		goto err_fd;
-	p = tp_raw6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, myfd, 0);
-	if (tp_raw_failed(p))
-		goto err_fd;
-	c = (struct tp_hk_ctl *)p;
-	hk.size = c->size;
-	n = c->magic == TP_HK_MAGIC && c->abi == TP_HK_ABI && hk.size >= 4096 &&
-	    hk.size <= (1ull << 32);
-	tp_raw2(SYS_munmap, p, 4096);
-	if (!n)
-		goto err_fd;
-	p = tp_raw6(SYS_mmap, 0, (long)hk.size, PROT_READ | PROT_WRITE, MAP_SHARED, myfd, 0);
-	tp_raw1(SYS_close, myfd);
-	if (tp_raw_failed(p))
+	p = tp_agent_map_block(tracer, fd, "/memfd:tracepad-hooks", TP_HK_MAGIC, TP_HK_ABI,
+			       &hk.size);
+	if (p == -1)
 		return -1;
 	hk.ctl = (struct tp_hk_ctl *)p;
 	if (check()) {
@@ -441,9 +421,6 @@ __attribute__((visibility("default"))) int tracepad_hooks_attach(int tracer, int
 	hk.npads = 0;
 	__atomic_add_fetch(&hk.gen, 1, __ATOMIC_SEQ_CST);
 	return 0;
-err_fd:
-	tp_raw1(SYS_close, myfd);
-	return -1;
 }
 
 /* Place every pad, the other threads stopped by tracepad (which then moves any whose pc lies

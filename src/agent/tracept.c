@@ -422,36 +422,16 @@ static int check(void)
  * run.  0, -1 (no block), -2 (refused: ctl->error), -3 (a session is under way). */
 __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int fd)
 {
-	static const char want[] = "/memfd:tracepad-ftp";
-	char path[48], link[64];
-	long myfd, p, n;
 	unsigned a, b, d, e;
 	struct tp_ftp_ctl *c;
+	long p, n;
 
 	/* the block of a tracepad killed without detaching goes once no thread uses it */
 	if (ftp.ctl && (!tracer_gone() || tracepad_ftp_detach()))
 		return -3;
-	tp_agent_fd_path(path, tracer, fd);
-	myfd = tp_raw3(SYS_open, path, O_RDWR | O_CLOEXEC, 0);
-	if (myfd < 0)
-		return -1;
-	tp_agent_fd_path(path, (int)tp_raw0(SYS_getpid), (int)myfd);
-	n = tp_raw4(SYS_readlink, path, link, sizeof(link) - 1, 0);
-	if (n < (long)sizeof(want) - 1 || __builtin_memcmp(link, want, sizeof(want) - 1))
-		goto err_fd;
-	p = tp_raw6(SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, myfd, 0);
-	if (tp_raw_failed(p))
-		goto err_fd;
-	c = (struct tp_ftp_ctl *)p;
-	ftp.size = c->size;
-	n = c->magic == TP_FTP_MAGIC && c->abi == TP_FTP_ABI && ftp.size >= 4096 &&
-	    ftp.size <= (1ull << 32);
-	tp_raw2(SYS_munmap, p, 4096);
-	if (!n)
-		goto err_fd;
-	p = tp_raw6(SYS_mmap, 0, (long)ftp.size, PROT_READ | PROT_WRITE, MAP_SHARED, myfd, 0);
-	tp_raw1(SYS_close, myfd);
-	if (tp_raw_failed(p))
+	p = tp_agent_map_block(tracer, fd, "/memfd:tracepad-ftp", TP_FTP_MAGIC, TP_FTP_ABI,
+			       &ftp.size);
+	if (p == -1)
 		return -1;
 	ftp.ctl = (struct tp_ftp_ctl *)p;
 	if (check()) {
@@ -483,9 +463,6 @@ __attribute__((visibility("default"))) int tracepad_ftp_attach(int tracer, int f
 	ftp.nsites = 0;
 	__atomic_add_fetch(&ftp.gen, 1, __ATOMIC_SEQ_CST);
 	return 0;
-err_fd:
-	tp_raw1(SYS_close, myfd);
-	return -1;
 }
 
 /* Place every tracepoint, the other threads stopped by tracepad (which then moves any whose
