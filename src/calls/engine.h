@@ -102,6 +102,7 @@ struct rec {
 	struct func *f;
 	uint64_t aux;	    /* sigaction(SIGTRAP, act, ...): act->sa_handler */
 	uint64_t entry_tsc; /* when the thread ran on after the entry stop (clock.c) */
+	uint64_t go_tsc;    /* when tracepad resumed it there (clock.c) */
 	uint64_t stall0;    /* its thread's stall_tsc then */
 	char args[512];
 	uint64_t pcs[64];
@@ -187,6 +188,7 @@ uint64_t tp_calls_now_ns(void);
 uint64_t tp_calls_tsc_ns(struct session *s, uint64_t tsc);
 uint64_t tp_calls_ticks_ns(struct session *s, uint64_t ticks);
 void tp_calls_calibrate(struct session *s, pid_t tid);
+void tp_calls_resumed(struct session *s, uint64_t ticks);
 /* Is a call at nesting @depth beyond --depth (its lines, summary and trace left out)? */
 static inline bool tp_calls_too_deep(const struct session *s, unsigned depth)
 {

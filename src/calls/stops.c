@@ -392,6 +392,8 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 	wall = ret_tsc > rc->entry_tsc ? ret_tsc - rc->entry_tsc : 0;
 	stalled = t->stall_tsc - rc->stall0;
 	rc->c.return_ns = rc->c.entry_ns + tp_calls_ticks_ns(s, wall); /* as the trace has it */
+	if (st->async && st->entry_tsc >= rc->go_tsc && rc->go_tsc)
+		tp_calls_resumed(s, st->entry_tsc - rc->go_tsc); /* its entry stub's stamp */
 	if (st->async && st->entry_tsc > rc->entry_tsc && st->entry_tsc <= ret_tsc) {
 		/* it ran on later than estimated: the stop at its entry lasted that much longer */
 		if (!stalled)
@@ -501,7 +503,7 @@ static unsigned async_ok(struct session *s, struct thread *t, const struct func 
  * counts as stalled, and the call it entered starts now (as the program sees it). */
 static void stop_end(struct session *s, struct thread *t)
 {
-	uint64_t go = __rdtsc() + s->lat_resume;
+	uint64_t now = __rdtsc(), go = now + s->lat_resume;
 	uint64_t trap = s->wake_tsc - (s->wake_tsc > s->lat_stop ? s->lat_stop : 0);
 
 	/* The estimates stay in the order of what the thread did (it trapped after it last
@@ -519,6 +521,7 @@ static void stop_end(struct session *s, struct thread *t)
 		struct rec *rc = &t->recs[s->entry_rec];
 
 		rc->entry_tsc = go;
+		rc->go_tsc = now;
 		rc->stall0 = t->stall_tsc;
 		rc->c.entry_ns = tp_calls_tsc_ns(s, go);
 		if (s->entry_trace && s->trace)
