@@ -68,15 +68,25 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* A thread resumed at an entry stop ran on @ticks later (its entry stub's stamp): the
- * estimate follows the quickest resumes, down at once, up by a sixteenth a sample, so that a
- * call's stamp is seldom earlier than its estimate (then the estimate is the start). */
-void tp_calls_resumed(struct session *s, uint64_t ticks)
+void tp_calls_entry_stamp(struct session *s, struct thread *t, const struct rec *rc, uint64_t stamp,
+			  uint64_t ret_tsc, uint64_t stalled, uint64_t *wall)
 {
-	if (ticks < s->lat_resume)
-		s->lat_resume = ticks;
-	else
-		s->lat_resume += s->lat_resume / 16 + 1;
+	if (!stamp)
+		return;
+	/* the resume latency follows the quickest resumes, down at once, up by a sixteenth a
+	 * call, so that a stamp is seldom earlier than its estimate */
+	if (rc->go_tsc && stamp >= rc->go_tsc) {
+		if (stamp - rc->go_tsc < s->lat_resume)
+			s->lat_resume = stamp - rc->go_tsc;
+		else
+			s->lat_resume += s->lat_resume / 16 + 1;
+	}
+	if (stamp > rc->entry_tsc && stamp <= ret_tsc) {
+		/* it ran on later than estimated: the stop at its entry lasted that much longer */
+		if (!stalled)
+			*wall = ret_tsc - stamp;
+		t->stall_tsc += stamp - rc->entry_tsc;
+	}
 }
 
 void tp_calls_calibrate(struct session *s, pid_t tid)

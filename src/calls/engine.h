@@ -188,7 +188,11 @@ uint64_t tp_calls_now_ns(void);
 uint64_t tp_calls_tsc_ns(struct session *s, uint64_t tsc);
 uint64_t tp_calls_ticks_ns(struct session *s, uint64_t ticks);
 void tp_calls_calibrate(struct session *s, pid_t tid);
-void tp_calls_resumed(struct session *s, uint64_t ticks);
+/* A call of @t that returned through a stub at @ret_tsc, having stopped tracepad's way for
+ * @stalled ticks inside, was stamped @stamp by its entry stub (0: not): the resume latency
+ * learns from it, and a start later than estimated moves it and the call's *@wall. */
+void tp_calls_entry_stamp(struct session *s, struct thread *t, const struct rec *rc, uint64_t stamp,
+			  uint64_t ret_tsc, uint64_t stalled, uint64_t *wall);
 /* Is a call at nesting @depth beyond --depth (its lines, summary and trace left out)? */
 static inline bool tp_calls_too_deep(const struct session *s, unsigned depth)
 {

@@ -392,14 +392,8 @@ static void on_return(struct session *s, struct thread *t, const struct tp_bp_st
 	wall = ret_tsc > rc->entry_tsc ? ret_tsc - rc->entry_tsc : 0;
 	stalled = t->stall_tsc - rc->stall0;
 	rc->c.return_ns = rc->c.entry_ns + tp_calls_ticks_ns(s, wall); /* as the trace has it */
-	if (st->async && st->entry_tsc >= rc->go_tsc && rc->go_tsc)
-		tp_calls_resumed(s, st->entry_tsc - rc->go_tsc); /* its entry stub's stamp */
-	if (st->async && st->entry_tsc > rc->entry_tsc && st->entry_tsc <= ret_tsc) {
-		/* it ran on later than estimated: the stop at its entry lasted that much longer */
-		if (!stalled)
-			wall = ret_tsc - st->entry_tsc;
-		t->stall_tsc += st->entry_tsc - rc->entry_tsc;
-	}
+	if (st->async)
+		tp_calls_entry_stamp(s, t, rc, st->entry_tsc, ret_tsc, stalled, &wall);
 	if (rc->f->kind == F_RESOLVER) {
 		tp_calls_resolved(s, im, t->tid, rc->f, st->rax);
 		goto out;
