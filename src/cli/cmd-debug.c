@@ -29,7 +29,7 @@ int cmd_debug(int argc, char **argv)
 	char **gdb_args = calloc((size_t)argc + 1, sizeof(*gdb_args));
 	const char *agent = tp_cli_agent_path();
 	char err[512];
-	int i, dash, n = 0;
+	int i, dash, n = 0, status = 2;
 
 	if (!gdb_args)
 		return 1;
@@ -42,47 +42,52 @@ int cmd_debug(int argc, char **argv)
 
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(usage_text, stdout);
-			return 0;
+			status = 0;
+			goto out;
 		}
 		if (!strcmp(a, "--tool") || !strcmp(a, "-o")) {
 			if (i + 1 >= dash) {
 				tp_cli_error(
 				    "debug",
 				    "option '%s' needs a value (see 'tracepad debug --help')", a);
-				return 2;
+				goto out;
 			}
 			if (a[1] == 'o')
 				o.report = argv[++i];
 			else if (strcmp(argv[++i], "count")) {
 				tp_cli_error("debug", "--tool: '%s' is not a tool (count)",
 					     argv[i]);
-				return 2;
+				goto out;
 			}
 			continue;
 		}
 		if (dash == argc && a[0] == '-') {
 			tp_cli_error("debug", "unknown option '%s' (see 'tracepad debug --help')",
 				     a);
-			return 2;
+			goto out;
 		}
 		gdb_args[n++] = argv[i];
 	}
 	i = dash;
 	if (i + 1 >= argc) {
 		tp_cli_error("debug", "no program to debug (tracepad debug -- PROGRAM)");
-		return 2;
+		goto out;
 	}
 	o.gdb_args = gdb_args;
 	o.argv = argv + i + 1;
 	o.gdb = getenv("TRACEPAD_GDB");
 	o.interposer = tp_debug_interposer_path(agent);
 	o.runtime = tp_dbt_runtime_path(agent);
+	status = 1;
 	if (!o.interposer || !o.runtime) {
 		tp_cli_error("debug", "cannot find %s next to the agent",
 			     o.interposer ? "tracepad-dbt-rt.so" : "libtracepad-interpose.so");
-		return 1;
+		goto out;
 	}
 	tp_debug_exec_gdb(&o, err, sizeof(err));
 	tp_cli_error("debug", "%s", err);
-	return 127;
+	status = 127;
+out:
+	free(gdb_args);
+	return status;
 }
