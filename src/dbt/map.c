@@ -17,6 +17,7 @@
 #include "base/hash.h"
 #include "dbt/map-abi.h"
 #include "dbt/map.h"
+#include "proc/proc.h"
 
 #define INT3 0xcc
 
@@ -45,24 +46,6 @@ struct tp_dbt_map {
 uint64_t tp_dbt_map_generation(const struct tp_dbt_map *m)
 {
 	return __atomic_load_n(&m->head->gen, __ATOMIC_ACQUIRE);
-}
-
-/* The process of thread @tid (itself for a process), -1 when it is gone. */
-static pid_t tgid_of(pid_t tid)
-{
-	char path[64], line[128];
-	pid_t tgid = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	return tgid;
 }
 
 int tp_dbt_map_open_fd(pid_t pid, int fd, struct tp_dbt_map **out)
@@ -96,7 +79,7 @@ int tp_dbt_map_open_fd(pid_t pid, int fd, struct tp_dbt_map **out)
 		goto err_unmap;
 	/* a forked child that has not made its own copy yet still shows its parent's */
 	err = -EAGAIN;
-	if (m->head->pid != pid && m->head->pid != tgid_of(pid))
+	if (m->head->pid != pid && m->head->pid != tp_proc_tgid(pid))
 		goto err_unmap;
 	pid = m->head->pid; /* a thread's process */
 	m->areas = (void *)(m->base + m->head->areas_off);

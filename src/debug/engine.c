@@ -78,24 +78,6 @@ static struct dproc *proc_find(pid_t pid)
 	return NULL;
 }
 
-/* The process of thread @tid, -1 when it is gone. */
-static int tgid_of(pid_t tid)
-{
-	char path[64], line[128];
-	int tgid = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	return tgid;
-}
-
 /* @tid's state; a thread of a program in the cache met for the first time (gdb attached it
  * at its creation) is added. */
 static struct dthr *thr_get(pid_t tid)
@@ -108,7 +90,7 @@ static struct dthr *thr_get(pid_t tid)
 		any |= procs[i].pid != 0;
 	if (t || !any)
 		return t;
-	tgid = tgid_of(tid);
+	tgid = tp_proc_tgid(tid);
 	if (tgid > 0 && (pr = proc_find(tgid)) && pr->map)
 		return thr_add(tid, pr);
 	return NULL;
@@ -587,7 +569,7 @@ bool tp_debug_on_wait(pid_t pid, int *status)
 static void attached(pid_t tid)
 {
 	struct dproc *pr = NULL;
-	int tgid = tgid_of(tid);
+	int tgid = tp_proc_tgid(tid);
 
 	if (tgid <= 0)
 		return;

@@ -477,6 +477,11 @@ static long status_field(pid_t pid, const char *name)
 	return v;
 }
 
+pid_t tp_proc_tgid(pid_t tid)
+{
+	return (pid_t)status_field(tid, "Tgid");
+}
+
 static bool have_cap_sys_ptrace(void)
 {
 	char line[256];

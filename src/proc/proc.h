@@ -171,6 +171,8 @@ struct tp_syscall_stop {
 int tp_proc_syscall_info(pid_t tid, struct tp_syscall_stop *out);
 /* Program counter only (one PTRACE_PEEKUSER). */
 int tp_proc_get_pc(pid_t tid, uint64_t *pc);
+/* The process of thread @tid (itself for a process), from /proc; -1 when it is gone. */
+pid_t tp_proc_tgid(pid_t tid);
 int tp_proc_set_pc(pid_t tid, uint64_t pc);
 /* Stopped task @tid's blocked-signal mask (bit sig - 1 per signal). */
 int tp_proc_get_sigmask(pid_t tid, uint64_t *mask);
