@@ -1,5 +1,6 @@
 /* Program lookup (see paths.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,4 +54,20 @@ int tp_path_find_program(const char *name, char *out, size_t len)
 		if (!access(out, X_OK))
 			return 0;
 	return -ENOENT;
+}
+
+const char *tp_path_beside(const char *agent, const char *env, const char *subdir, const char *name,
+			   char *buf, size_t len)
+{
+	const char *val = getenv(env), *slash;
+
+	if (val && *val)
+		return access(val, R_OK) ? NULL : val;
+	if (!agent || !(slash = strrchr(agent, '/')))
+		return NULL;
+	snprintf(buf, len, "%.*s/../%s/%s", (int)(slash - agent), agent, subdir, name);
+	if (!access(buf, R_OK))
+		return buf;
+	snprintf(buf, len, "%.*s/%s", (int)(slash - agent), agent, name);
+	return access(buf, R_OK) ? NULL : buf;
 }

@@ -19,4 +19,10 @@ bool tp_path_next(const char **cursor, const char *file, char *buf, size_t len);
  * in @out, -ENOENT, or -ENAMETOOLONG. */
 int tp_path_find_program(const char *name, char *out, size_t len);
 
+/* A file of tracepad's found beside the agent at @agent: environment variable @env's value
+ * when set (NULL when unreadable), else "AGENT_DIR/../@subdir/@name" (the build tree) or
+ * "AGENT_DIR/@name" (installed), written to @buf; NULL when neither is readable. */
+const char *tp_path_beside(const char *agent, const char *env, const char *subdir, const char *name,
+			   char *buf, size_t len);
+
 #endif

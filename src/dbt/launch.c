@@ -19,6 +19,7 @@
 
 #include <Zydis/Zydis.h>
 
+#include "base/paths.h"
 #include "dbt/dbt.h"
 #include "dbt/rt-abi.h"
 #include "proc/inject.h"
@@ -396,20 +397,9 @@ static int image_load_file(struct ctx *c, struct image *im, uint64_t base,
 const char *tp_dbt_runtime_path(const char *agent)
 {
 	static char path[PATH_MAX];
-	static const char *const rel[] = {"../dbt/", ""};
-	const char *env = getenv("TRACEPAD_DBT_RT"), *slash;
 
-	if (env && *env)
-		return access(env, R_OK) ? NULL : env;
-	if (!agent || !(slash = strrchr(agent, '/')))
-		return NULL;
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		snprintf(path, sizeof(path), "%.*s/%stracepad-dbt-rt.so", (int)(slash - agent),
-			 agent, rel[i]);
-		if (!access(path, R_OK))
-			return path;
-	}
-	return NULL;
+	return tp_path_beside(agent, "TRACEPAD_DBT_RT", "dbt", "tracepad-dbt-rt.so", path,
+			      sizeof(path));
 }
 
 static const char *const zydis_names[TP_DBT_ZY_COUNT] = {

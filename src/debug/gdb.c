@@ -9,25 +9,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/paths.h"
 #include "debug/debug.h"
 
 const char *tp_debug_interposer_path(const char *agent)
 {
 	static char path[PATH_MAX];
-	static const char *const rel[] = {"../debug/", ""};
-	const char *env = getenv("TRACEPAD_INTERPOSE"), *slash;
 
-	if (env && *env)
-		return access(env, R_OK) ? NULL : env;
-	if (!agent || !(slash = strrchr(agent, '/')))
-		return NULL;
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		snprintf(path, sizeof(path), "%.*s/%slibtracepad-interpose.so",
-			 (int)(slash - agent), agent, rel[i]);
-		if (!access(path, R_OK))
-			return path;
-	}
-	return NULL;
+	return tp_path_beside(agent, "TRACEPAD_INTERPOSE", "debug", "libtracepad-interpose.so",
+			      path, sizeof(path));
 }
 
 static const char *const settings[] = {
