@@ -2,6 +2,7 @@
 Run (exit status, stdout, stderr, seconds), never raising for a hang or a missing program; the
 suites subclass Run to add what they parse from the output (tests/calls, e2e, calls-memory)."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -37,15 +38,29 @@ def run(argv, timeout=TIMEOUT, cwd=None, env=None, stdin=subprocess.DEVNULL, tex
     argv = list(argv)
     t0 = time.monotonic()
     try:
-        p = subprocess.run(argv, stdin=stdin, capture_output=True, timeout=timeout, cwd=cwd,
-                           env=env)
-    except subprocess.TimeoutExpired as e:
-        return cls(argv, "timeout after %ds" % timeout, _text(e.stdout, text),
-                   _text(e.stderr, text), seconds=time.monotonic() - t0)
+        # a session of its own, so that a timeout kills what it started too: a program that
+        # tracepad launched runs on when tracepad is killed, and a hung one would hold the
+        # pipes (and a CPU) for the rest of the suite
+        p = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=cwd, env=env, start_new_session=True)
     except OSError as e:
         return cls(argv, "cannot run: %s" % e, _text(b"", text), _text(b"", text),
                    seconds=time.monotonic() - t0)
-    return cls(argv, p.returncode, _text(p.stdout, text), _text(p.stderr, text),
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            out, err = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a process that left the group holds a pipe
+            p.kill()
+            out, err = b"", b""
+        return cls(argv, "timeout after %ds" % timeout, _text(out, text), _text(err, text),
+                   seconds=time.monotonic() - t0)
+    return cls(argv, p.returncode, _text(out, text), _text(err, text),
                seconds=time.monotonic() - t0)
 
 
