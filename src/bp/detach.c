@@ -85,7 +85,8 @@ static int drain(struct tp_bps *b)
 int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
 {
 	uint64_t pc;
-	int r, steps = 0, held = 0;
+	int r, steps = 0;
+	uint64_t held = 0;
 
 	for (;;) {
 		r = tp_proc_get_pc(tid, &pc);
@@ -110,8 +111,7 @@ int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
 			break;
 		steps++;
 	}
-	if (held)
-		syscall(SYS_tgkill, bps->pid, tid, held);
+	tp_proc_held_resend(bps->pid, tid, &held);
 	tp_proc_inject_flush(bps->p);
 	if (r && r != -ESRCH) {
 		/* Its handler's frame may hold a slot's address: the slots stay. */
@@ -128,7 +128,8 @@ int tp_bp_signal_stop(struct tp_bps *bps, pid_t tid, const siginfo_t *si)
 static int leave_slot(struct tp_bps *b, pid_t tid)
 {
 	uint64_t pc;
-	int r, held = 0;
+	int r;
+	uint64_t held = 0;
 
 	/* A slot's copy is one or two instructions, a return stub fourteen (and a tail call
 	 * chains stubs). */
@@ -162,8 +163,7 @@ static int leave_slot(struct tp_bps *b, pid_t tid)
 		if (r)
 			return r;
 	}
-	if (held)
-		syscall(SYS_tgkill, b->pid, tid, held);
+	tp_proc_held_resend(b->pid, tid, &held);
 	/* The stubs stay mapped: one still running finishes without tracepad. */
 	return tp_bp_in_areas(b, pc) && !tp_bp_in_stubs(b, pc) ? -EIO : 0;
 }

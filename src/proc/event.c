@@ -148,13 +148,18 @@ int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig)
 
 int tp_proc_resume_all(struct tp_proc *p)
 {
+	return tp_proc_resume_all_as(p, (enum tp_resume) - 1);
+}
+
+int tp_proc_resume_all_as(struct tp_proc *p, enum tp_resume how)
+{
 	int r = 0;
 
 	for (unsigned i = 0; i < p->cap; i++) {
 		struct tp_task *t = p->slots[i];
 
 		if (t && t->held && t->state == TP_TASK_STOPPED) {
-			int e = tp_proc_restart(p, t, t->how, 0);
+			int e = tp_proc_restart(p, t, (int)how < 0 ? t->how : how, 0);
 
 			if (e && !r)
 				r = e;

@@ -51,6 +51,12 @@ __attribute__((no_sanitize("undefined"))) void tp_proc_guard_test_crash(void)
 	*nowhere = 0;
 }
 
+void tp_proc_guard_event(void)
+{
+	if (tp_proc_guard_crash_after && !--tp_proc_guard_crash_after)
+		tp_proc_guard_test_crash();
+}
+
 static void say(const char *s)
 {
 	size_t n = strlen(s);

@@ -22,6 +22,9 @@ int tp_proc_guard_set(const char *who, tp_proc_guard_fn restore, void *arg);
 /* For the restore: is stopped task @tid at a SIGTRAP stop (an int3's, or a step's) that
  * the command has not handled?  Its pc may then be just past one of its int3s. */
 bool tp_proc_guard_trapped(pid_t tid);
+/* An event of the command's own, outside tp_proc_wait() (the agent engine's records drained):
+ * TRACEPAD_TEST_CRASH counts it as one. */
+void tp_proc_guard_event(void);
 /* Disarm it and give the signals their default action back. */
 void tp_proc_guard_clear(void);
 

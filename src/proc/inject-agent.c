@@ -40,23 +40,41 @@ pid_t tp_proc_loader_task(struct tp_proc *p, pid_t pid)
 }
 
 struct agent_where {
-	uint64_t pc;
+	uint64_t pc; /* 0: any address */
 	const char *path;
+	bool exec;	     /* an executable mapping only (so is one that holds pc) */
+	uint64_t start, end; /* the mapping found */
 };
 
 static int is_agent_text(void *arg, const struct tp_maps_ent *e)
 {
-	const struct agent_where *w = arg;
+	struct agent_where *w = arg;
 
-	return (!w->pc || (w->pc >= e->start && w->pc < e->end && tp_maps_exec(e))) &&
-	       e->path_len == strlen(w->path) && !memcmp(e->path, w->path, e->path_len);
+	if ((w->pc && (w->pc < e->start || w->pc >= e->end)) ||
+	    ((w->pc || w->exec) && !tp_maps_exec(e)) || e->path_len != strlen(w->path) ||
+	    memcmp(e->path, w->path, e->path_len))
+		return 0;
+	w->start = e->start;
+	w->end = e->end;
+	return 1;
 }
 
 bool tp_proc_agent_mapped(pid_t pid, const char *path, uint64_t pc)
 {
-	struct agent_where w = {pc, path};
+	struct agent_where w = {.pc = pc, .path = path};
 
 	return tp_maps_foreach(pid, is_agent_text, &w) == 1;
+}
+
+int tp_proc_agent_text(pid_t pid, const char *path, uint64_t *start, uint64_t *end)
+{
+	struct agent_where w = {.path = path, .exec = true};
+
+	if (tp_maps_foreach(pid, is_agent_text, &w) != 1)
+		return -ENOENT;
+	*start = w.start;
+	*end = w.end;
+	return 0;
 }
 
 int tp_proc_load_agent(struct tp_proc *p, pid_t pid, const struct tp_proc_dl *dl,

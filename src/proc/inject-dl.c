@@ -48,24 +48,7 @@ static bool is_step_trap(const struct tp_event *ev)
  * delivered (the call would see it first, as a fault). */
 static bool drop_queued_step_trap(struct tp_proc *p, pid_t tid)
 {
-	for (unsigned i = 0; i < p->qlen; i++) {
-		struct tp_event *ev = &p->queue[(p->qhead + i) % p->qcap];
-		struct tp_task *t;
-
-		if (ev->tid != tid || !is_step_trap(ev))
-			continue;
-		for (unsigned k = i; k + 1 < p->qlen; k++)
-			p->queue[(p->qhead + k) % p->qcap] = p->queue[(p->qhead + k + 1) % p->qcap];
-		p->qlen--;
-		/* stopped with nothing to report: as held as a stop_all() stop */
-		t = tp_proc_task_find(p, tid);
-		if (t) {
-			t->pending_sig = 0;
-			t->held = !tp_proc_queued(p, tid);
-		}
-		return true;
-	}
-	return false;
+	return tp_proc_inject_drop(p, tid, is_step_trap);
 }
 
 /* Let stopped task @tid (TF cleared) dequeue the step trap queued for it, undelivered:

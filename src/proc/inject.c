@@ -117,9 +117,17 @@ static void restop(struct tp_proc *p, pid_t tid)
 	}
 }
 
-static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped);
+static int step_once(struct tp_proc *p, pid_t tid, uint64_t *held, bool *stopped);
 
-int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held)
+void tp_proc_held_resend(pid_t pid, pid_t tid, uint64_t *held)
+{
+	for (int sig = 1; sig <= 64; sig++)
+		if (*held & 1ULL << (sig - 1))
+			syscall(SYS_tgkill, pid, tid, sig);
+	*held = 0;
+}
+
+int tp_proc_inject_step(struct tp_proc *p, pid_t tid, uint64_t *held)
 {
 	/* Signals that a step can raise stay as they were (blocking one would turn a fault
 	 * into a kill); the others wait until the step is done: a timer signal every 100 us
@@ -139,7 +147,7 @@ int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held)
 }
 
 /* One attempt at the step, retried after each signal stop that comes first. */
-static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
+static int step_once(struct tp_proc *p, pid_t tid, uint64_t *held, bool *stopped)
 {
 	struct tp_event ev;
 	int nsig = 0;
@@ -174,7 +182,7 @@ static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 			}
 			if (++nsig > STEP_SIGNALS_MAX)
 				return -EIO;
-			*held = ev.sig;
+			*held |= 1ULL << (ev.sig - 1);
 			r = resume_unless_running(p, tid, TP_RESUME_STEP);
 			if (r)
 				return r;
@@ -187,8 +195,8 @@ static int step_once(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 }
 
 /* Run @tid to its next syscall stop; other tasks' events are deferred, a signal for @tid
- * held back into *@held. */
-static int syscall_stop(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
+ * held back into the set *@held. */
+static int syscall_stop(struct tp_proc *p, pid_t tid, uint64_t *held, bool *stopped)
 {
 	struct tp_event ev;
 	int r = tp_proc_resume(p, tid, TP_RESUME_SYSCALL, 0);
@@ -201,7 +209,7 @@ static int syscall_stop(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 		case TP_EV_SYSCALL:
 			return 0;
 		case TP_EV_SIGNAL:
-			*held = ev.sig;
+			*held |= 1ULL << (ev.sig - 1);
 			r = resume_unless_running(p, tid, TP_RESUME_SYSCALL);
 			break;
 		case TP_EV_GROUP_STOP:
@@ -215,13 +223,69 @@ static int syscall_stop(struct tp_proc *p, pid_t tid, int *held, bool *stopped)
 	return r;
 }
 
+bool tp_proc_inject_drop(struct tp_proc *p, pid_t tid, bool (*match)(const struct tp_event *ev))
+{
+	for (unsigned i = 0; i < p->qlen; i++) {
+		struct tp_event *ev = &p->queue[(p->qhead + i) % p->qcap];
+		struct tp_task *t;
+
+		if (ev->tid != tid || !match(ev))
+			continue;
+		for (unsigned k = i; k + 1 < p->qlen; k++)
+			p->queue[(p->qhead + k) % p->qcap] = p->queue[(p->qhead + k + 1) % p->qcap];
+		p->qlen--;
+		/* stopped with nothing to report: as held as a stop_all() stop */
+		t = tp_proc_task_find(p, tid);
+		if (t) {
+			t->pending_sig = 0;
+			t->held = !tp_proc_queued(p, tid);
+		}
+		return true;
+	}
+	return false;
+}
+
+static bool is_syscall_stop(const struct tp_event *ev)
+{
+	return ev->kind == TP_EV_SYSCALL;
+}
+
+/* A task at a syscall-entry stop (its tracer follows system calls) would run that syscall,
+ * with the injected registers as its arguments, as soon as it is resumed: the syscall is
+ * skipped instead (orig_rax -1) to its exit stop, and *@saved made to issue it again where
+ * the task goes on (rip back on the syscall instruction, rax its number). */
+static int off_syscall_entry(struct tp_proc *p, pid_t tid, struct user_regs_struct *saved,
+			     uint64_t *held, bool *stopped)
+{
+	struct tp_syscall_stop st;
+	struct user_regs_struct skip = *saved;
+	int r;
+
+	/* the stop taken by a stop_all() and queued, which the injection's waits would meet
+	 * first: the task is in it now (an exit's line is lost for -S; an entry is made again) */
+	tp_proc_inject_drop(p, tid, is_syscall_stop);
+	if (tp_proc_syscall_info(tid, &st) || !st.entry)
+		return 0;
+	skip.orig_rax = (uint64_t)-1;
+	r = tp_proc_set_regs(tid, &skip);
+	if (!r)
+		r = syscall_stop(p, tid, held, stopped);
+	if (r)
+		return r;
+	saved->rax = saved->orig_rax;
+	saved->orig_rax = (uint64_t)-1;
+	saved->rip -= TP_ARCH_SYSCALL_LEN;
+	return 0;
+}
+
 int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, const uint64_t args[6],
 			   int64_t *ret)
 {
 	struct user_regs_struct saved, regs, inj;
 	uint8_t orig[TP_ARCH_SYSCALL_LEN], syscall_insn[TP_ARCH_SYSCALL_LEN];
 	uint64_t at;
-	int r, r2, held = 0;
+	int r, r2;
+	uint64_t held = 0;
 	bool stopped;
 
 	r = tp_proc_auxv(pid, AT_ENTRY, &at);
@@ -237,6 +301,8 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		r = tp_proc_write(pid, at, syscall_insn, sizeof(syscall_insn));
 	if (r)
 		return r;
+	stopped = unstop(p, tid);
+	r = off_syscall_entry(p, tid, &saved, &held, &stopped);
 	regs = saved;
 	regs.rip = at;
 	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
@@ -246,8 +312,8 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 	 * or blocked SIGTRAP to SIG_DFL.  A task stopped inside a syscall (the exec stop of a
 	 * launched program) first reports that syscall's exit: other syscalls' stops are
 	 * passed over until the entry and exit of ours. */
-	r = tp_proc_set_regs(tid, &inj);
-	stopped = unstop(p, tid);
+	if (!r)
+		r = tp_proc_set_regs(tid, &inj);
 	for (int seen = 0, other = 0; !r && seen < 2;) {
 		r = syscall_stop(p, tid, &held, &stopped);
 		if (!r)
@@ -274,10 +340,26 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		if (stopped)
 			restop(p, tid);
 	}
-	if (held)
-		syscall(SYS_tgkill, pid, tid, held);
+	tp_proc_held_resend(pid, tid, &held);
 	tp_proc_inject_flush(p);
 	return r ? r : r2;
+}
+
+/* A signal the task's own instruction raised: SIGSEGV, SIGBUS, SIGILL or SIGFPE from the
+ * kernel (si_code > 0; SI_KERNEL is a general protection fault).  Not an interval timer's
+ * SIGALRM (SI_KERNEL too), nor a fault signal sent by kill (SI_USER): those are the
+ * program's, held for it while the injected function runs on. */
+static bool is_fault(const struct tp_event *ev)
+{
+	switch (ev->sig) {
+	case SIGSEGV:
+	case SIGBUS:
+	case SIGILL:
+	case SIGFPE:
+		return ev->si.si_code > 0;
+	default:
+		return false;
+	}
 }
 
 int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
@@ -287,7 +369,8 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	struct user_regs_struct saved, regs;
 	struct tp_event ev;
 	uint64_t sp, to;
-	int r, held = 0;
+	int r;
+	uint64_t held = 0;
 	bool stopped;
 
 	r = tp_proc_get_regs(tid, &saved);
@@ -298,27 +381,29 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	r = tp_proc_write(pid, sp, &ret_to, sizeof(ret_to));
 	if (r)
 		return r;
+	stopped = unstop(p, tid);
+	r = off_syscall_entry(p, tid, &saved, &held, &stopped);
 	regs = saved;
 	/* orig_rax = -1: no syscall restart on the way out of this stop; and the call is not
 	 * stepped, should the task have TF set (an agent stepping it) */
 	tp_arch_regs_set_call(&regs, fn, sp, args);
 	regs.eflags &= ~TP_ARCH_EFLAGS_TF;
-	r = tp_proc_set_regs(tid, &regs);
-	stopped = unstop(p, tid);
+	if (!r)
+		r = tp_proc_set_regs(tid, &regs);
 	if (!r)
 		r = tp_proc_resume(p, tid, TP_RESUME_CONT, 0);
 	while (!r) {
 		r = tp_proc_inject_wait_task(p, tid, &ev);
 		if (r)
 			break;
-		if (ev.kind == TP_EV_SIGNAL && ev.si.si_code > 0 && ev.sig != SIGCHLD) {
+		if (ev.kind == TP_EV_SIGNAL && is_fault(&ev)) {
 			/* A fault of the function itself (it needed something not set up
 			 * yet): give up, nothing of it reaches the program. */
 			r = -EFAULT;
 			break;
 		}
 		if (ev.kind == TP_EV_SIGNAL) {
-			held = ev.sig;
+			held |= 1ULL << (ev.sig - 1);
 			r = resume_unless_running(p, tid, TP_RESUME_CONT);
 			continue;
 		}
@@ -349,8 +434,7 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 		if (stopped)
 			restop(p, tid);
 	}
-	if (held)
-		syscall(SYS_tgkill, pid, tid, held);
+	tp_proc_held_resend(pid, tid, &held);
 	tp_proc_inject_flush(p);
 	return r;
 }

@@ -13,6 +13,9 @@
 
 /* Hold event @ev of another task until tp_proc_inject_flush().  Returns 0 or -ENOMEM. */
 int tp_proc_inject_defer(struct tp_proc *p, const struct tp_event *ev);
+/* The first event queued for stopped task @tid that @match accepts, dropped (the task is in
+ * that stop now, and held as after tp_proc_stop_all()); whether there was one. */
+bool tp_proc_inject_drop(struct tp_proc *p, pid_t tid, bool (*match)(const struct tp_event *ev));
 /* Hand the held events back to the event loop (tp_proc_requeue()), in order. */
 void tp_proc_inject_flush(struct tp_proc *p);
 /* tp_proc_wait() that finishes before the tracer's own signals are looked at (-EINTR). */
@@ -22,10 +25,15 @@ int tp_proc_inject_wait(struct tp_proc *p, struct tp_event *ev);
 int tp_proc_inject_wait_task(struct tp_proc *p, pid_t tid, struct tp_event *ev);
 
 /* Single-step @tid once and wait for its stop; other tasks' events are held.  A signal for
- * @tid that comes first is held back into *@held (re-send it with tgkill once done) and the
- * step retried; signals a step can raise itself stay unblocked.  A breakpoint reached by
- * the step counts as done.  Returns 0, -ESRCH (@tid died), -EIO or -errno. */
-int tp_proc_inject_step(struct tp_proc *p, pid_t tid, int *held);
+ * @tid that comes first is held back into the set *@held (bit sig - 1: re-send them with
+ * tp_proc_held_resend once done) and the step retried; signals a step can raise itself
+ * stay unblocked.  A breakpoint reached by the step counts as done.  Returns 0, -ESRCH
+ * (@tid died), -EIO or -errno. */
+int tp_proc_inject_step(struct tp_proc *p, pid_t tid, uint64_t *held);
+
+/* Send task @tid of process @pid each signal of the set @held (tgkill: their siginfo is
+ * SI_TKILL's now), and empty it. */
+void tp_proc_held_resend(pid_t pid, pid_t tid, uint64_t *held);
 
 /* Run syscall @nr with @args inside stopped task @tid of process @pid and return its raw
  * result (-errno on failure of the syscall) in *@ret.  The "syscall" instruction is written
@@ -100,5 +108,7 @@ int tp_proc_load_agent(struct tp_proc *p, pid_t pid, const struct tp_proc_dl *dl
 /* Whether @pc lies in an executable mapping of file @path (the agent's real path) in process
  * @pid, so that an address the agent wrote may be called; @pc 0: any mapping of @path. */
 bool tp_proc_agent_mapped(pid_t pid, const char *path, uint64_t pc);
+/* The agent's executable mapping in @pid (@path as it maps it): 0, or -ENOENT. */
+int tp_proc_agent_text(pid_t pid, const char *path, uint64_t *start, uint64_t *end);
 
 #endif

@@ -284,6 +284,27 @@ static void child_exec(const char *file, char *const *argv, char *const *envp, c
 	errno = eacces ? EACCES : ENOENT;
 }
 
+/* The signal state tracepad was started with (tp_proc_save_signals): the signals left
+ * ignored and the blocked mask, before the CLI put handlers of its own on SIGINT, SIGTERM,
+ * SIGHUP and SIGPIPE (a handler becomes the default at the exec, SIG_IGN stays). */
+static sigset_t start_ignored, start_blocked;
+static bool start_saved;
+
+void tp_proc_save_signals(void)
+{
+	sigemptyset(&start_ignored);
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		/* glibc's own (SIGCANCEL, SIGSETXID) are refused: tracepad never changes them */
+		if (!sigaction(sig, NULL, &sa) && !(sa.sa_flags & SA_SIGINFO) &&
+		    sa.sa_handler == SIG_IGN)
+			sigaddset(&start_ignored, sig);
+	}
+	sigprocmask(SIG_SETMASK, NULL, &start_blocked);
+	start_saved = true;
+}
+
 static void __attribute__((noreturn))
 child_main(const struct tp_launch *l, char *const *envp, const char *path, int go_fd, int err_fd)
 {
@@ -313,9 +334,20 @@ child_main(const struct tp_launch *l, char *const *envp, const char *path, int g
 		if (fl < 0 || fcntl(l->keep_fds[i], F_SETFD, fl & ~FD_CLOEXEC) < 0)
 			goto fail;
 	}
-	/* The tracer's blocked signals are its business, not the program's. */
+	/* The tracer's handlers and blocked signals are its business, not the program's: it
+	 * gets what tracepad was given, as it would natively (gdb does the same for its
+	 * inferiors); a shell's background job has SIGINT ignored, nohup SIGHUP, say. */
 	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int sig = 1; start_saved && sig < NSIG; sig++) {
+		struct sigaction sa;
+
+		if (sigismember(&start_ignored, sig))
+			signal(sig, SIG_IGN);
+		else if (!sigaction(sig, NULL, &sa) && !(sa.sa_flags & SA_SIGINFO) &&
+			 sa.sa_handler == SIG_IGN)
+			signal(sig, SIG_DFL);
+	}
+	sigprocmask(SIG_SETMASK, start_saved ? &start_blocked : &none, NULL);
 	child_exec(l->argv[0], l->argv, envp, path);
 fail:
 	e = errno;

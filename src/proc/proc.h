@@ -67,6 +67,10 @@ struct tp_proc; /* the set of tasks traced by one tracer */
  * Errors: -ENOENT (no such program), -EACCES, -ENOEXEC (exec format error), other -errno.
  * The error of execve in the child is reported exactly (through a close-on-exec pipe). */
 int tp_proc_launch(const struct tp_launch *l, struct tp_proc **out);
+/* Note the signal state of the process as it was started (the signals ignored, the blocked
+ * mask), before it installs handlers of its own: programs launched after are given it back
+ * (without it: the caller's ignored signals at the launch, none blocked). */
+void tp_proc_save_signals(void);
 /* Attach to every thread of @pid and leave them all stopped.  Errors: -ESRCH (no such
  * process), -EPERM (ptrace refused: different user, ptrace_scope, or already traced). */
 int tp_proc_attach(pid_t pid, unsigned opts, struct tp_proc **out);
@@ -141,15 +145,18 @@ int tp_proc_resume(struct tp_proc *p, pid_t tid, enum tp_resume how, int sig);
  * succeeds for one killed while stopped (its TP_EV_EXITED follows); tp_proc_wait() returns
  * -EDEADLK when no task is running and none has anything left to report.
  * A tp_proc is used by the thread that created it (ptrace's rule).  Other children of that
- * thread are never reaped.  A launched program keeps the caller's ignored signals (not its
- * blocked ones) and stays the caller's child: after tp_proc_detach() the caller reaps it.
+ * thread are never reaped.  A launched program gets the signal state tp_proc_save_signals()
+ * noted, else the caller's ignored signals (not its blocked ones), and stays the caller's
+ * child: after tp_proc_detach() the caller reaps it.
  * PTRACE_O_EXITKILL is not used: if tracepad dies, its programs are detached and run on. */
 
 /* Stop every running task of @p except @except (PTRACE_INTERRUPT and wait); events that
  * arrive meanwhile are queued and returned by later tp_proc_wait() calls. */
 int tp_proc_stop_all(struct tp_proc *p, pid_t except);
-/* Resume the tasks stopped by tp_proc_stop_all(). */
+/* Resume the tasks stopped by tp_proc_stop_all(), each as it was resumed last; or all as
+ * @how (a tracer that now wants their system calls, say). */
 int tp_proc_resume_all(struct tp_proc *p);
+int tp_proc_resume_all_as(struct tp_proc *p, enum tp_resume how);
 
 int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs);
 int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs);

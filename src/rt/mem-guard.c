@@ -4,6 +4,7 @@
  * runtime also builds without the SIGTRAP dispatcher's restorer. */
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 
 #include "rt/raw.h"
@@ -53,6 +54,30 @@ extern const char tp_rt_mem_copy_insn[] TP_RT_HIDDEN, tp_rt_mem_copy_fixup[] TP_
 static struct tp_ksigaction guard_old[2]; /* SIGSEGV, SIGBUS: the program's */
 static int guard_on;
 
+/* The text of the object this is linked into (the agent): its own rdtsc instructions. */
+extern const char __ehdr_start[] TP_RT_HIDDEN, etext[] TP_RT_HIDDEN;
+
+/* A thread that forbade rdtsc (prctl PR_SET_TSC, PR_TSC_SIGSEGV) faults at the agent's own
+ * time stamps: the counter is read for it, allowed for that instant only, and the thread
+ * goes on with rdtsc forbidden as it asked.  The program's own rdtsc still faults. */
+static int own_rdtsc(const siginfo_t *si, greg_t *g)
+{
+	const unsigned char *pc = (const unsigned char *)(uintptr_t)g[REG_RIP];
+	uint32_t lo, hi;
+
+	if (si->si_code != SI_KERNEL || (const char *)pc < __ehdr_start ||
+	    (const char *)pc + 2 > etext || pc[0] != 0x0f || pc[1] != 0x31)
+		return 0;
+	if (tp_raw2(SYS_prctl, PR_SET_TSC, PR_TSC_ENABLE))
+		return 0;
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	tp_raw2(SYS_prctl, PR_SET_TSC, PR_TSC_SIGSEGV);
+	g[REG_RAX] = lo;
+	g[REG_RDX] = hi;
+	g[REG_RIP] += 2;
+	return 1;
+}
+
 static void guard_handler(int sig, siginfo_t *si, void *ucv)
 {
 	ucontext_t *uc = ucv;
@@ -65,6 +90,8 @@ static void guard_handler(int sig, siginfo_t *si, void *ucv)
 		g[REG_RIP] = (greg_t)(uintptr_t)tp_rt_mem_copy_fixup;
 		return;
 	}
+	if (sig == SIGSEGV && own_rdtsc(si, g))
+		return;
 	if (old->handler == SIG_DFL || old->handler == SIG_IGN || (old->flags & SA_RESETHAND)) {
 		/* the program's action from now on: the fault comes again and takes it */
 		struct tp_ksigaction dfl = *old;

@@ -13,7 +13,8 @@
 
 #define PAGE 4096ull
 #define ARENA_SIZE (16 * PAGE)
-#define ARENAS 32
+/* 256 pads each (PAD_CODE): rt's 4096 fill 16, more where the sites are far apart */
+#define ARENAS 64
 /* Any byte of an arena this close to @near is in rel32 reach of it, with room to spare. */
 #define REACH (1ull << 30)
 

@@ -15,7 +15,8 @@
 
 #define GPR_ONLY __attribute__((target("general-regs-only")))
 
-#define PADS 1024
+/* addresses a process: `calls --engine agent` hooks as many functions */
+#define PADS 4096
 #define PAD_CODE 256 /* near memory of one site: the pad, then the int3 path's copy */
 #define JMP_LEN TP_ARCH_JMP32_LEN
 #define MAX_INSNS JMP_LEN /* displaced instructions: at least one byte each */
@@ -57,6 +58,12 @@ void tp_rt_pad_hit(struct tp_rt_pad *s, const struct tp_rt_regs *r)
 {
 	tp_rt_pad_fn fn;
 
+	if (__atomic_load_n(&s->flags, __ATOMIC_RELAXED) & TP_RT_PAD_UNCOUNTED) {
+		fn = __atomic_load_n(&s->fn, __ATOMIC_ACQUIRE);
+		if (fn)
+			fn(r, __atomic_load_n(&s->ctx, __ATOMIC_RELAXED));
+		return;
+	}
 	/* seq_cst: tp_rt_pad_remove clears fn and then reads entered; either it counts this
 	 * entry and waits for it, or this entry sees fn cleared */
 	__atomic_fetch_add(&s->entered, 1, __ATOMIC_SEQ_CST);
@@ -429,6 +436,8 @@ out:
 static int unlink_site(struct tp_rt_pad *s)
 {
 	const uint8_t int3 = TP_ARCH_INT3;
+	uint8_t cur[JMP_LEN];
+	size_t n;
 	int err = 0;
 
 	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
@@ -438,6 +447,11 @@ static int unlink_site(struct tp_rt_pad *s)
 		err = tp_rt_patch(s->addr, s->jmp, s->orig, JMP_LEN, s->pad);
 	else if (s->state == ST_TRAP)
 		err = tp_rt_patch(s->addr, &int3, s->orig, 1, s->ssol);
+	/* the program's bytes back already (by tracepad's crash guard, before it died): off */
+	n = s->state == ST_JMP ? JMP_LEN : 1;
+	if (err && s->state != ST_OFF && !tp_rt_mem_read(s->addr, cur, n) &&
+	    !memcmp(cur, s->orig, n))
+		err = 0;
 	if (err && s->state != ST_OFF)
 		goto out; /* the bytes are not ours any more: leave them */
 	__atomic_store_n(&s->state, ST_OFF, __ATOMIC_RELEASE);
@@ -478,6 +492,18 @@ int tp_rt_pad_unlink(struct tp_rt_pad *s)
 	err = unlink_site(s);
 	lock_drop();
 	return err;
+}
+
+void tp_rt_pad_forget(struct tp_rt_pad *s)
+{
+	lock_take();
+	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->fn, NULL, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->state, ST_OFF, __ATOMIC_RELEASE);
+	/* no address matches it any more (site_at, site_get): the slot is not reused */
+	__atomic_store_n(&s->addr, 0, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
+	lock_drop();
 }
 
 uint64_t tp_rt_pad_busy(const struct tp_rt_pad *s)

@@ -35,6 +35,10 @@ typedef void (*tp_rt_pad_fn)(const struct tp_rt_regs *regs, void *ctx);
  * jmp may displace several instructions.  Without it only an instruction of 5 bytes or
  * more gets a jmp; shorter ones take the int3 path. */
 #define TP_RT_PAD_STOPPED 0x4
+/* The callback keeps its own count of the threads inside it (two locked adds a hit less,
+ * and no cache line shared by the threads): tp_rt_pad_busy and tp_rt_pad_hits say 0 and
+ * tp_rt_pad_remove does not wait.  A thread that loaded the callback before the unlink may still call it after. */
+#define TP_RT_PAD_UNCOUNTED 0x8
 
 /* What the caller knows of the code around @addr; every field may be 0.  Without function
  * bounds, the symbol around @addr (dladdr1) gives them; without either, only branches within
@@ -84,6 +88,9 @@ int tp_rt_pad_remove(struct tp_rt_pad *p) TP_RT_HIDDEN;
  * callback uses). */
 int tp_rt_pad_unlink(struct tp_rt_pad *p) TP_RT_HIDDEN;
 uint64_t tp_rt_pad_busy(const struct tp_rt_pad *p) TP_RT_HIDDEN;
+/* The code under pad @p was unmapped (dlclose): the site is dropped without a write, so
+ * that whatever is mapped there later is the program's alone.  The pad's code stays. */
+void tp_rt_pad_forget(struct tp_rt_pad *p) TP_RT_HIDDEN;
 /* Where the displaced instructions of a jmp site went: offsets in the program and addresses
  * of their copies in the pad (at most @max; 0 for the int3 path), for a TP_RT_PAD_STOPPED
  * caller that must move a thread stopped on an inner boundary into the copy.  And the bytes

@@ -126,6 +126,9 @@ struct tp_rt_sig_host {
 	void (*handler_enter)(const ucontext_t *uc);
 	/* Run the program's SIGTRAP handler @h, stepped, for a trap that no client claimed. */
 	void (*trap_handler)(void *h, int sig, siginfo_t *si, ucontext_t *uc);
+	/* A trap that no client claimed gets the program's default action, which ends it: the
+	 * host may record what it was first (NULL: nothing to do). */
+	void (*trap_fatal)(const siginfo_t *si, const ucontext_t *uc);
 	/* For the interposed libc function @which (TP_RT_WRAP_*): 0 pass through to libc, 1
 	 * the thread is not stepped (keep SIGTRAP ours), 2 stepped (run libc's with TF set). */
 	int (*route)(int which);

@@ -275,6 +275,8 @@ void tp_rt_sig_foreign_trap(int sig, siginfo_t *si, ucontext_t *uc)
 	if (h == SIG_IGN && si->si_code <= 0)
 		return; /* a sent SIGTRAP is ignored; a trap the CPU raised is not */
 	if (!is_handler(h)) {
+		if (tp_rt_sig_host && tp_rt_sig_host->trap_fatal)
+			tp_rt_sig_host->trap_fatal(si, uc);
 		default_action(SIGTRAP);
 		return;
 	}

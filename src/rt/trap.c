@@ -57,8 +57,12 @@ static void chain(int sig, siginfo_t *si, void *uc)
 	} else if (old_trap.sa_handler == SIG_IGN) {
 		return;
 	} else if (old_trap.sa_handler == SIG_DFL) {
-		signal(sig, SIG_DFL);
-		raise(sig);
+		/* raw: libc's signal and raise may be hooked (calls --engine agent), and this
+		 * is no call of the program's */
+		struct tp_ksigaction dfl = {0};
+
+		tp_raw4(SYS_rt_sigaction, sig, &dfl, NULL, 8);
+		tp_raw3(SYS_tgkill, tp_raw0(SYS_getpid), tp_raw0(SYS_gettid), sig);
 	} else {
 		old_trap.sa_handler(sig);
 	}
@@ -110,22 +114,30 @@ int tp_rt_trap_own(tp_rt_trap_foreign_fn fn)
 	return (int)r;
 }
 
+/* Raw system calls: this runs at each patch batch, and libc's sigaction may be one of the
+ * functions being hooked (calls --engine agent), its bytes half-written. */
 int tp_rt_trap_chain(void)
 {
-	struct sigaction cur, sa;
+	struct tp_ksigaction cur, sa = {0};
+	long r;
 
 	if (mode == MODE_OWNER)
 		return 0;
-	if (sigaction(SIGTRAP, NULL, &cur))
-		return -errno;
-	if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == tp_rt_trap_handler)
+	r = tp_raw4(SYS_rt_sigaction, SIGTRAP, NULL, &cur, 8);
+	if (r)
+		return (int)r;
+	if ((cur.flags & SA_SIGINFO) && cur.handler == (void *)tp_rt_trap_handler)
 		return 0;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = tp_rt_trap_handler;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGTRAP, &sa, &old_trap))
-		return -errno;
+	sa.handler = (void *)tp_rt_trap_handler;
+	sa.flags = SA_SIGINFO | SA_RESTART | TP_SA_RESTORER;
+	sa.restorer = (void *)tp_rt_restore_rt;
+	r = tp_raw4(SYS_rt_sigaction, SIGTRAP, &sa, &cur, 8);
+	if (r)
+		return (int)r;
+	memset(&old_trap, 0, sizeof(old_trap));
+	old_trap.sa_handler = (__sighandler_t)cur.handler;
+	old_trap.sa_flags = (int)cur.flags;
+	memcpy(&old_trap.sa_mask, &cur.mask, sizeof(cur.mask));
 	mode = MODE_CHAIN;
 	return 0;
 }

@@ -146,6 +146,42 @@ static void test_launch_options(void)
 	tp_proc_free(p);
 }
 
+/* The program gets the signal state the tracer was started with, not the handlers and mask
+ * it has since (tracepad's CLI catches SIGINT, SIGTERM, SIGHUP and SIGPIPE). */
+static void test_launch_signals(void)
+{
+	char *argv[] = {target("target-sigstate"), NULL};
+	struct tp_launch l = {.argv = argv, .cpu = -1};
+	struct sigaction ign = {.sa_handler = SIG_IGN}, dfl = {.sa_handler = SIG_DFL}, old[2];
+	sigset_t usr2, before;
+	struct tp_proc *p = NULL;
+	struct counts c;
+	int fd, r;
+
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	/* as given: SIGHUP ignored (nohup), SIGUSR2 blocked */
+	sigaction(SIGHUP, &ign, &old[0]);
+	sigaction(SIGINT, &dfl, &old[1]);
+	sigprocmask(SIG_BLOCK, &usr2, &before);
+	tp_proc_save_signals();
+	/* then the tracer's own: a handler on SIGHUP, SIGINT ignored, SIGUSR2 unblocked */
+	sigaction(SIGHUP, &dfl, NULL);
+	sigaction(SIGINT, &ign, NULL);
+	sigprocmask(SIG_UNBLOCK, &usr2, NULL);
+	r = launch_capture(&l, &p, &fd);
+	is_int(r, 0, "signals: launch");
+	if (!r) {
+		run_all(p, &c, NULL, NULL);
+		is_str(read_all(fd), "HUP:ignored INT USR1 USR2:blocked\n",
+		       "signals: the program has them as the tracer was given them");
+		tp_proc_free(p);
+	}
+	sigaction(SIGHUP, &old[0], NULL);
+	sigaction(SIGINT, &old[1], NULL);
+	sigprocmask(SIG_SETMASK, &before, NULL);
+}
+
 static void test_launch_errors(void)
 {
 	char tmpl[] = "/tmp/tp-proc-text-XXXXXX";
@@ -263,5 +299,7 @@ int main(int argc, char **argv)
 	test_launch_options();
 	test_launch_errors();
 	test_memory();
+	/* last: the state it notes stays noted */
+	test_launch_signals();
 	return tap_done();
 }

@@ -101,6 +101,22 @@ pf_flags_at:
 	ret
 END(pf_flags)
 
+/* The same with the direction flag set across the site (the pad's slower way back). */
+	.p2align 4
+FN(pf_df)
+	cmp %rsi, %rdi
+	std
+	.globl pf_df_at
+pf_df_at:
+	mov %rdi, %rcx
+	mov %rsi, %rdx
+	pushfq
+	pop %rax
+	cld
+	and $0xcd5, %eax
+	ret
+END(pf_df)
+
 /* Every general register (and xmm0-15, the flags, the stack pointer and 8 bytes at it) set
  * to known values before five 1-byte nops, stored into pf_out after them. */
 	.p2align 4

@@ -30,6 +30,8 @@ extern char pf_tiny[], pf_tiny_end[], pf_tiny_pad[];
 long pf_riprel_c(long) __asm__("pf_riprel");
 long pf_redzone_c(long) __asm__("pf_redzone");
 long pf_flags_c(long, long) __asm__("pf_flags");
+extern char pf_df[], pf_df_at[], pf_df_end[];
+long pf_df_c(long, long) __asm__("pf_df");
 void pf_regs_c(void) __asm__("pf_regs");
 
 /* What the callback collected last: the record, 8 bytes at the program's rsp (the pad's
@@ -285,6 +287,28 @@ static void test_flags(void)
 	is_int(n, 12, "flags: 12 hits");
 }
 
+/* A site entered with DF set: DF and the flags of cmp kept. */
+static void test_df(void)
+{
+	long pairs[][2] = {{1, 2}, {2, 1}, {5, 5}, {INT64_MIN, 1}};
+	struct tp_rt_pad *p;
+	uint8_t orig[16];
+	uint64_t n = 0;
+	int same = 1;
+
+	memcpy(orig, pf_df_at, 16);
+	p = install("df", pf_df_at, pf_df, pf_df_end, TP_RT_PAD_STOPPED, &n);
+	if (!p)
+		return;
+	for (int i = 0; i < 4; i++) {
+		long got = pf_df_c(pairs[i][0], pairs[i][1]);
+
+		same &= got == pf_flags_c(pairs[i][0], pairs[i][1]) + 0x400;
+	}
+	ok(same && n == 4, "df: DF and the flags of cmp kept across the pad");
+	removed("df", p, pf_df_at, orig);
+}
+
 /* Every register the same after the pad as without it, and in the record. */
 static void test_regs(void)
 {
@@ -464,6 +488,7 @@ int main(void)
 	test_riprel();
 	test_redzone();
 	test_flags();
+	test_df();
 	test_regs();
 	test_errors();
 	test_threads();
