@@ -36,12 +36,13 @@ enum tp_agent_mode {
 #define TP_CTL_SYNC2 0x40	 /* passive: int3 again once the agent's own set-up is done */
 
 /* ctl->state bits, set by the agent */
-#define TP_AGENT_ST_ACTIVE 0x01	      /* the agent took control */
-#define TP_AGENT_ST_EXEC 0x02	      /* an execve was attempted while counting */
-#define TP_AGENT_ST_FORKED 0x04	      /* a child was forked (it is not counted) */
-#define TP_AGENT_ST_THREADS_FULL 0x08 /* more threads than slots: counted in the overflow */
-#define TP_AGENT_ST_ERROR 0x10	      /* the agent gave up: see error[] */
-#define TP_AGENT_ST_ORPHANED 0x20     /* tracer_pid died without detaching: agent disabled */
+#define TP_AGENT_ST_ACTIVE 0x01	       /* the agent took control */
+#define TP_AGENT_ST_EXEC 0x02	       /* an execve was attempted while counting */
+#define TP_AGENT_ST_FORKED 0x04	       /* a child was forked (it is not counted) */
+#define TP_AGENT_ST_THREADS_FULL 0x08  /* more threads than slots: counted in the overflow */
+#define TP_AGENT_ST_ERROR 0x10	       /* the agent gave up: see error[] */
+#define TP_AGENT_ST_ORPHANED 0x20      /* tracer_pid died without detaching: agent disabled */
+#define TP_AGENT_ST_EXEC_FOLLOWED 0x40 /* an execve went ahead with tracepad attached */
 
 struct tp_agent_thread {
 	int32_t tid;
@@ -102,6 +103,28 @@ struct tp_agent_ctl {
 	 * instruction at this pc runs before the thread's first trap (the first trapping thread
 	 * counts it and clears the field). */
 	uint64_t handover_pc;
+	/* An execve of the counted process that the dbt engine follows (src/count/dbt.c and
+	 * src/dbt/rt-gate.c): tracepad sets exec_follow; the runtime, about to exec, writes its
+	 * tid to exec_tid and waits; tracepad attaches, answers exec_ack = that tid (or -1: run
+	 * the new image natively) and takes the new image over at its exec stop.  An execve
+	 * that fails sets exec_failed, and tracepad lets the process go again. */
+	uint32_t exec_follow;
+	int32_t exec_tid;
+	int32_t exec_ack;
+	uint32_t exec_failed;
+	/* Written by the agent: the first SIGTRAP it handed to the program's default action (the
+	 * program dies of it), so that such a death says what the trap was.  fatal_traps counts
+	 * them (the thread that set fatal_tid from 0 filled in the rest); si_addr is the raw
+	 * union word (si_pid and si_uid for a sent one), rflags and the bytes around the pc as
+	 * the thread had them. */
+	uint32_t fatal_traps;
+	int32_t fatal_tid;
+	int32_t fatal_signo, fatal_code;
+	uint64_t fatal_addr;
+	uint64_t fatal_pc, fatal_rflags;
+	uint8_t fatal_bytes[16]; /* from fatal_pc - 8; unreadable ones are 0 */
+	uint32_t fatal_readable; /* bit i: fatal_bytes[i] was read */
+	uint32_t pad3;
 };
 
 /* Region end test shared by both engines, so they count the same instructions: a region that

@@ -15,6 +15,10 @@ void tp_count_addrs_add(struct tp_count_addrs *h, uint64_t pc, uint64_t n);
 int tp_count_run_ptrace(struct tp_count_ctx *c);
 int tp_count_run_trapflag(struct tp_count_ctx *c);
 int tp_count_run_dbt(struct tp_count_ctx *c); /* dbt.c */
+/* Does the count go on in the new image of an execve of the counted process?  For a whole
+ * program, its total and mnemonics; regions and histograms by address name the first
+ * image's code, and end at the execve (ptrace and dbt engines; trapflag's ends there). */
+bool tp_count_follows_exec(const struct tp_count_ctx *c);
 int tp_count_attach_ptrace(struct tp_count_ctx *c);
 /* -p PID with the agent, injected into the running process (trapflag.c). */
 int tp_count_attach_trapflag(struct tp_count_ctx *c);

@@ -54,6 +54,15 @@ struct tp_count_thread {
 	uint64_t count;
 };
 
+/* trapflag: the SIGTRAP the agent gave to the program's default action (agent-abi.h). */
+struct tp_count_fatal {
+	uint32_t traps; /* 0: none */
+	int32_t tid, signo, code;
+	uint64_t addr, pc, rflags;
+	uint8_t bytes[16]; /* from pc - 8 */
+	uint32_t readable;
+};
+
 struct tp_count_result {
 	uint64_t total;
 	struct tp_count_thread *threads;
@@ -67,6 +76,8 @@ struct tp_count_result {
 	uint64_t addr_dropped;
 	int wait_status;
 	bool exited, exec_seen, forked, detached;
+	bool exec_followed; /* an execve's new image was counted too */
+	struct tp_count_fatal fatal;
 	double seconds;
 	char start_note[160];
 	char warning[320];

@@ -5,16 +5,22 @@
  * block (dbt/count-abi.h), which tracepad turns into the report's histogram at the end.
  * tracepad only launches, hands over and waits. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "count/count-priv.h"
 #include "dbt/count-abi.h"
 #include "dbt/dbt.h"
+#include "dbt/rt-abi.h"
 #include "elf/file.h"
 #include "elf/symbols.h"
 #include "proc/proc.h"
@@ -28,12 +34,26 @@ struct area {
 	size_t size;
 };
 
+/* --start main of a stripped program: the ptrace engine learns main's address from
+ * __libc_start_main's first argument; here it is decoded from the entry code before the
+ * start (the runtime's region begins at a pc known at translation). */
 static int check_supported(struct tp_count_ctx *c)
 {
+	uint64_t at;
+
 	if (!c->main_dynamic)
 		return 0;
+	if (!tp_elf_find_main(c->path, &at)) {
+		c->start_vaddr = at;
+		c->main_dynamic = false;
+		c->ctl->start_vaddr = at;
+		c->ctl->flags &= ~(uint32_t)TP_CTL_MAIN_DYNAMIC;
+		return 0;
+	}
 	snprintf(c->error, sizeof(c->error),
-		 "the dbt engine needs main's symbol for --start main: use --engine ptrace");
+		 "--start main: main's address is not in %s's symbols nor in its entry code "
+		 "(use --engine ptrace)",
+		 c->path);
 	return -EINVAL;
 }
 
@@ -141,6 +161,145 @@ static void maps_collect(struct tp_count_ctx *c)
 	}
 }
 
+/* ---- execve, followed ----
+ *
+ * The count goes on in the image an execve of the counted process starts
+ * (tp_count_follows_exec): the runtime asks (ctl->exec_tid), tracepad attaches to the
+ * process, answers, and at the exec stop takes the new image over as it took the first. */
+static void futex_wake(int32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+static void on_tick(int sig)
+{
+	(void)sig;
+}
+
+/* tp_proc_wait() wakes every 10 ms meanwhile, to see a failed execve or a signal to us;
+ * SIGALRM's action and mask are put back after. */
+static void tick(struct tp_proc *p, bool on)
+{
+	static struct sigaction old;
+	static sigset_t old_mask;
+	struct itimerval it = {{0, on ? 10000 : 0}, {0, on ? 10000 : 0}};
+	struct sigaction sa = {.sa_handler = on_tick};
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGALRM);
+	if (on) {
+		sigprocmask(SIG_BLOCK, &set, &old_mask);
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, &old);
+		tp_proc_set_wait_signal(p, SIGALRM);
+	}
+	setitimer(ITIMER_REAL, &it, NULL);
+	if (!on) {
+		sigaction(SIGALRM, &old, NULL);
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	}
+}
+
+/* The block tables of the image that exec'd, folded into the result; the new image's
+ * runtime numbers its blocks from 1 again. */
+static void area_next_image(struct tp_count_ctx *c, struct area *ar)
+{
+	struct tp_dbt_counts *a = ar->a;
+	uint32_t n;
+
+	if (!a)
+		return;
+	area_collect(c, ar);
+	n = a->nslots < a->max_slots ? a->nslots : a->max_slots;
+	memset((char *)a + a->totals_off, 0, (size_t)n * 8);
+	a->nslots = 0;
+	a->ninsns = 0;
+}
+
+/* The runtime asked for the execve of thread @tid: attach, answer, and take the new image
+ * over at its exec stop (or let go if the call fails).  *@ended when the process ended
+ * meanwhile (its wait status in *@st). */
+static int follow_exec(struct tp_count_ctx *c, struct area *ar, struct tp_dbt_takeover *t,
+		       int32_t tid, bool *ended, int *st)
+{
+	struct tp_agent_ctl *ctl = c->ctl;
+	struct tp_proc *p;
+	struct tp_event ev;
+	int err = tp_proc_attach(c->pid, TP_PROC_TRACE_EXEC, &p);
+
+	__atomic_store_n(&ctl->exec_ack, err ? -1 : tid, __ATOMIC_RELEASE);
+	futex_wake(&ctl->exec_ack);
+	if (err) {
+		snprintf(c->r->warning, sizeof(c->r->warning),
+			 "the program called execve and tracepad could not attach to follow it "
+			 "(%s): the new image is not counted",
+			 strerror(-err));
+		return 0;
+	}
+	tick(p, true);
+	err = tp_proc_resume_all(p);
+	while (!err) {
+		err = tp_proc_wait(p, &ev);
+		if (err == -EINTR) {
+			int32_t again = __atomic_load_n(&ctl->exec_tid, __ATOMIC_ACQUIRE);
+
+			err = 0;
+			if (again > 0 && !__atomic_load_n(&ctl->exec_ack, __ATOMIC_ACQUIRE)) {
+				/* another execve after a failed one (execvp's next path): still
+				 * attached, it is answered at once */
+				__atomic_store_n(&ctl->exec_ack, again, __ATOMIC_RELEASE);
+				futex_wake(&ctl->exec_ack);
+				continue;
+			}
+			if (__atomic_exchange_n(&ctl->exec_failed, 0, __ATOMIC_ACQUIRE) ||
+			    (c->stop && *c->stop))
+				break; /* the program goes on in this image */
+			continue;
+		}
+		if (err)
+			break;
+		switch (ev.kind) {
+		case TP_EV_EXEC:
+			area_next_image(c, ar);
+			err = tp_dbt_takeover(p, c->pid, t, c->error, sizeof(c->error));
+			if (err) {
+				/* the new image runs natively, from its first instruction */
+				snprintf(c->r->warning, sizeof(c->r->warning),
+					 "the new image of an execve could not be taken over "
+					 "(%.200s): it "
+					 "is not counted",
+					 c->error);
+				c->error[0] = 0;
+				err = 0;
+			}
+			goto out;
+		case TP_EV_EXITED:
+			if (ev.leader) {
+				*ended = true;
+				*st = ev.status;
+				tick(p, false);
+				tp_proc_free(p);
+				return 0;
+			}
+			break;
+		case TP_EV_SIGNAL:
+			err = tp_proc_resume(p, ev.tid, TP_RESUME_CONT, ev.sig);
+			break;
+		default:
+			err = tp_proc_resume(p, ev.tid, TP_RESUME_CONT, 0);
+			break;
+		}
+	}
+out:
+	tick(p, false);
+	{
+		int e = tp_proc_detach(p);
+
+		return err ? err : e;
+	}
+}
+
 static void collect(struct tp_count_ctx *c)
 {
 	struct tp_agent_ctl *ctl = c->ctl;
@@ -160,6 +319,7 @@ static void collect(struct tp_count_ctx *c)
 	r->overflow = ctl->overflow_count;
 	r->total += r->overflow;
 	r->exec_seen = state & TP_AGENT_ST_EXEC;
+	r->exec_followed = state & TP_AGENT_ST_EXEC_FOLLOWED;
 	r->forked = state & TP_AGENT_ST_FORKED;
 	if (state & TP_AGENT_ST_ERROR) {
 		ctl->error[sizeof(ctl->error) - 1] = 0;
@@ -169,9 +329,13 @@ static void collect(struct tp_count_ctx *c)
 			 ctl->error);
 	} else if (!(state & TP_AGENT_ST_ACTIVE)) {
 		snprintf(r->warning, sizeof(r->warning), "the code cache never took control");
-	} else if (!r->total && WIFSIGNALED(r->wait_status)) {
+	} else if (WIFSIGNALED(r->wait_status)) {
+		/* a thread's count reaches the control block as it ends; a kill ends the
+		 * threads alive then without it */
 		snprintf(r->warning, sizeof(r->warning),
-			 "the program was killed before it could report its count");
+			 r->total ? "the program was killed by a signal: the threads still running "
+				    "then are not counted"
+				  : "the program was killed before it could report its count");
 	}
 }
 
@@ -188,6 +352,7 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 	struct tp_proc *p;
 	double t0;
 	int err, st;
+	bool ended = false;
 	pid_t w;
 
 	err = check_supported(c);
@@ -200,6 +365,9 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 		return -ENOENT;
 	}
 	t.ctl_size = c->ctl_size;
+	/* bench/dbt's measure of what publishing the mapping repository costs */
+	if (getenv("TRACEPAD_DBT_PUBLISH") && !strcmp(getenv("TRACEPAD_DBT_PUBLISH"), "0"))
+		t.boot_flags |= TP_DBT_BOOT_UNPUBLISHED;
 	err = area_new(c, &ar, &t.ctl_size);
 	if (err) {
 		snprintf(c->error, sizeof(c->error), "cannot make the block tables: %s",
@@ -215,6 +383,8 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 		 old ? old : "");
 	if (!c->whole && !c->is_static && c->o->agent)
 		l.env_add = env;
+	/* the preloaded agent reads the block from its fd; else the program's fds are its own */
+	t.close_fd = !l.env_add;
 	l.argv = c->o->argv;
 	l.keep_fds = keep;
 	l.nkeep_fds = 1;
@@ -238,14 +408,44 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 		goto out;
 	snprintf(r->start_note, sizeof(r->start_note),
 		 "counted from the first instruction after execve (the dynamic loader's entry)");
-	while ((w = waitpid(c->pid, &st, 0)) < 0 && errno == EINTR)
-		;
-	if (w < 0) {
-		err = -errno;
-		goto out;
+	/* Polled, so that a signal to tracepad (c->stop) ends the wait at once: the program
+	 * runs on in the cache to its own end, and the report is what its ended threads
+	 * folded so far.  Between polls, a wait for the runtime's word of an execve. */
+	c->ctl->tracer_pid = (int32_t)getpid();
+	c->ctl->exec_follow = tp_count_follows_exec(c);
+	while (!ended && !(c->stop && *c->stop)) {
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		int32_t tid = __atomic_load_n(&c->ctl->exec_tid, __ATOMIC_ACQUIRE);
+
+		if (tid > 0 && c->ctl->exec_follow && !c->ctl->exec_ack) {
+			err = follow_exec(c, &ar, &t, tid, &ended, &st);
+			if (err || ended)
+				break;
+			continue;
+		}
+		w = waitpid(c->pid, &st, WNOHANG);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			err = -errno;
+			goto out;
+		}
+		ended = w && (WIFEXITED(st) || WIFSIGNALED(st));
+		if (!w)
+			syscall(SYS_futex, &c->ctl->exec_tid, FUTEX_WAIT, 0, &ts, NULL, 0);
 	}
-	r->wait_status = st;
-	r->exited = true;
+	/* an execve from here on runs natively at once, without waiting for an answer */
+	c->ctl->exec_follow = 0;
+	if (err)
+		goto out;
+	if (!ended) {
+		r->detached = true;
+		snprintf(r->warning, sizeof(r->warning),
+			 "interrupted: the threads still running were not counted");
+	} else {
+		r->wait_status = st;
+		r->exited = true;
+	}
 	r->seconds = tp_count_now() - t0;
 	collect(c);
 	if (ar.a) {

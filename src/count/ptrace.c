@@ -143,15 +143,15 @@ static void count_also(struct engine *e, struct pthread *t, uint64_t pc)
 }
 
 /* Resumed with a signal at @pc: the instruction there runs within the step unless a handler
- * is entered.  Not a syscall: those are stepped through tp_cpt_step() (the mask), so one
- * run alongside a signal's delivery is left uncounted. */
+ * is entered (its entry stop says so) or the signal kills (the exit stop says so).  A syscall
+ * too: an ignored signal (a child's SIGCHLD) lets it run, exit included. */
 static void prime_after_signal(struct engine *e, struct pthread *t, uint64_t pc)
 {
 	struct dc d;
 
 	t->last_pc = NO_PC;
 	if (pc == e->entry_pc || pc == e->stop_pc || in_agent(e, pc) || tp_cpt_bp_at(e, pc) ||
-	    decode(e, pc, &d) || d.kind == TP_INSN_SYSCALL)
+	    decode(e, pc, &d))
 		return;
 	t->last_pc = pc;
 	t->last_mnem = d.mnem;
@@ -478,6 +478,29 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 	return advance(e, t, &regs);
 }
 
+/* A stop that src/proc took for our step but that is a SIGTRAP of the program's own: one it
+ * queued itself (rt_tgsigqueueinfo) with si_code TRAP_TRACE or TRAP_BRKPT, whose si_addr is
+ * not where the thread stopped (the kernel reports a step at the pc it stopped at), or the
+ * trap of an icebp it ran (TRAP_BRKPT just past a 1-byte trapping instruction).  The
+ * registers are read only where the next pc was not predicted (where on_step reads them
+ * anyway): a predicted step reports that pc. */
+static bool step_is_theirs(struct pthread *t, const struct tp_event *ev)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ev->si.si_addr;
+	struct user_regs_struct regs;
+
+	if (t->over || t->at_exec || (ev->si.si_code != TRAP_TRACE && ev->si.si_code != TRAP_BRKPT))
+		return false;
+	if (t->next_pc != NO_PC && addr == t->next_pc)
+		return false;
+	if (tp_proc_get_regs(t->tid, &regs))
+		return false;
+	if (addr != regs.rip)
+		return true;
+	return ev->si.si_code == TRAP_BRKPT && t->last_pc != NO_PC && t->last_kind == TP_INSN_INT &&
+	       regs.rip == t->last_pc + 1;
+}
+
 /* A syscall run by tp_cpt_step() to its exit: its entry stop, then its exit stop, where it has run.
  */
 static int on_syscall_stop(struct engine *e, struct pthread *t)
@@ -549,16 +572,22 @@ static int run(struct engine *e)
 		case TP_EV_SYSCALL:
 			err = on_syscall_stop(e, t);
 			break;
+		case TP_EV_BREAKPOINT:
+			err = on_breakpoint(e, t, &ev);
+			break;
 		case TP_EV_STEP:
 			if (!t->counting && !t->over) {
 				err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);
 				break;
 			}
-			err = on_step(e, t, &ev);
-			break;
-		case TP_EV_BREAKPOINT:
-			err = on_breakpoint(e, t, &ev);
-			break;
+			if (!t->counting || !step_is_theirs(t, &ev)) {
+				err = on_step(e, t, &ev);
+				break;
+			}
+			/* the program's: delivered as any signal (it may have come before the
+			 * instruction ran, or after) */
+			ev.sig = SIGTRAP;
+			/* fall through */
 		case TP_EV_SIGNAL:
 			if (ev.sig == SIGTRAP && ev.si.si_code == SIGTRAP && t->counting) {
 				err = on_step(e, t, &ev);
@@ -616,10 +645,31 @@ static int run(struct engine *e)
 					     t->counting ? TP_RESUME_STEP : TP_RESUME_CONT, 0);
 			break;
 		case TP_EV_EXEC:
-			r->exec_seen = true;
 			t->in_syscall = 0;
 			t->mask_check = true;
-			tp_hash_foreach(&e->threads, exec_seen, NULL);
+			/* the execve instruction ran (its step's trap never comes).  A thread
+			 * not the leader that exec'd goes on as the leader, in its record. */
+			if (ev.old_tid && ev.old_tid != ev.tid) {
+				struct pthread *o = thread_get(e, ev.old_tid);
+
+				if (!o)
+					return -ENOMEM;
+				if (o->counting)
+					count_last(e, o);
+				t->counting = o->counting;
+				t->last_pc = NO_PC;
+			} else if (t->counting) {
+				count_last(e, t);
+			}
+			if (tp_count_follows_exec(e->c) && t->counting) {
+				/* the count goes on in the new image, whose first step is first
+				 * reported at execve's exit, as at the launch */
+				r->exec_followed = true;
+				t->at_exec = true;
+			} else {
+				r->exec_seen = true;
+				tp_hash_foreach(&e->threads, exec_seen, NULL);
+			}
 			for (int i = 0; i < e->nbps; i++)
 				e->bps[i].live = false; /* the new image has none */
 			err = tp_proc_resume(e->proc, t->tid,
@@ -630,7 +680,8 @@ static int run(struct engine *e)
 			if (t->tid == e->pid && e->c->o->by >= TP_COUNT_BY_FUNCTION)
 				tp_symtab_load_pid(e->c->syms, e->pid);
 			/* an exiting thread ran its exit syscall; one killed did not run on */
-			if (t->last_pc != NO_PC && t->last_kind == TP_INSN_SYSCALL)
+			if (t->last_pc != NO_PC && t->last_kind == TP_INSN_SYSCALL &&
+			    !WIFSIGNALED(ev.status))
 				count_last(e, t);
 			t->last_pc = NO_PC;
 			err = tp_proc_resume(e->proc, t->tid, TP_RESUME_CONT, 0);

@@ -228,6 +228,66 @@ static void where(struct tp_count_ctx *c, uint64_t pc, char *buf, size_t len)
 		snprintf(buf, len, "%#llx", (unsigned long long)pc);
 }
 
+static const char *trap_code_name(int code)
+{
+	switch (code) {
+	case 0:
+		return "SI_USER";
+	case -1:
+		return "SI_QUEUE";
+	case -6:
+		return "SI_TKILL";
+	case 0x80:
+		return "SI_KERNEL";
+	case 1:
+		return "TRAP_BRKPT";
+	case 2:
+		return "TRAP_TRACE";
+	case 3:
+		return "TRAP_BRANCH";
+	case 4:
+		return "TRAP_HWBKPT";
+	case 5:
+		return "TRAP_UNK";
+	case 6:
+		return "TRAP_PERF";
+	}
+	return "?";
+}
+
+/* The SIGTRAP the agent gave to the program's default action, in one line: what its siginfo
+ * said, where the thread was, and the bytes around that pc ("[" marks the pc). */
+static void fatal_text(struct tp_count_ctx *c, char *buf, size_t len)
+{
+	const struct tp_count_fatal *ft = &c->r->fatal;
+	char at[256], bytes[16 * 3 + 4], *b = bytes;
+	size_t o;
+
+	where(c, ft->pc, at, sizeof(at));
+	for (unsigned i = 0; i < sizeof(ft->bytes); i++) {
+		if (ft->readable & (1u << i))
+			b += sprintf(b, "%s%02x", i == 8 ? " [" : i ? " " : "", ft->bytes[i]);
+		else
+			b += sprintf(b, "%s??", i == 8 ? " [" : i ? " " : "");
+	}
+	o = (size_t)snprintf(buf, len, "signal %d si_code %d (%s), ", ft->signo, ft->code,
+			     trap_code_name(ft->code));
+	if (o < len && ft->code <= 0)
+		o += (size_t)snprintf(buf + o, len - o, "si_pid %u si_uid %u",
+				      (unsigned)(ft->addr & 0xffffffffu),
+				      (unsigned)(ft->addr >> 32));
+	else if (o < len)
+		o += (size_t)snprintf(buf + o, len - o, "si_addr %#llx",
+				      (unsigned long long)ft->addr);
+	if (o < len)
+		snprintf(buf + o, len - o,
+			 ", thread %d at %#llx (%s), rflags %#llx (TF %s), bytes from pc-8: %s; "
+			 "given to the program's default action (%u such trap%s)",
+			 (int)ft->tid, (unsigned long long)ft->pc, at,
+			 (unsigned long long)ft->rflags, ft->rflags & 0x100 ? "set" : "clear",
+			 bytes, ft->traps, ft->traps == 1 ? "" : "s");
+}
+
 static void report_json(struct tp_count_ctx *c, FILE *f, struct hist *h, const char *engine)
 {
 	struct tp_count_result *r = c->r;
@@ -274,11 +334,26 @@ static void report_json(struct tp_count_ctx *c, FILE *f, struct hist *h, const c
 		fprintf(f, ", \"exit\": {\"signal\": %d}", WTERMSIG(r->wait_status));
 	else
 		fprintf(f, ", \"exit\": {\"status\": %d}", WEXITSTATUS(r->wait_status));
-	fprintf(f, ", \"exec\": %s, \"forked\": %s", r->exec_seen ? "true" : "false",
+	fprintf(f, ", \"exec\": %s, \"exec_followed\": %s, \"forked\": %s",
+		r->exec_seen ? "true" : "false", r->exec_followed ? "true" : "false",
 		r->forked ? "true" : "false");
 	if (r->warning[0]) {
 		fputs(", \"warning\": ", f);
 		jstr(f, r->warning);
+	}
+	if (r->fatal.traps) {
+		char ft[640];
+
+		fatal_text(c, ft, sizeof(ft));
+		fprintf(
+		    f,
+		    ", \"fatal_trap\": {\"tid\": %d, \"signo\": %d, \"si_code\": %d, "
+		    "\"si_addr\": %llu, \"pc\": %llu, \"rflags\": %llu, \"traps\": %u, \"text\": ",
+		    (int)r->fatal.tid, r->fatal.signo, r->fatal.code,
+		    (unsigned long long)r->fatal.addr, (unsigned long long)r->fatal.pc,
+		    (unsigned long long)r->fatal.rflags, r->fatal.traps);
+		jstr(f, ft);
+		fputs("}", f);
 	}
 	if (c->o->by != TP_COUNT_BY_NONE) {
 		if (c->o->top > 0 && (size_t)c->o->top < shown)
@@ -332,6 +407,9 @@ static void report_text(struct tp_count_ctx *c, FILE *f, struct hist *h, const c
 	if (r->exec_seen)
 		fprintf(f, "  note          the program called execve: the new image is not "
 			   "counted\n");
+	else if (r->exec_followed)
+		fprintf(f, "  note          the program called execve: its new image is counted "
+			   "too\n");
 	if (r->forked)
 		fprintf(f, "  note          the program forked: children are not counted\n");
 	if (r->overflow)
@@ -346,6 +424,12 @@ static void report_text(struct tp_count_ctx *c, FILE *f, struct hist *h, const c
 			(unsigned long long)(r->addr_dropped + r->addrs.dropped));
 	if (r->warning[0])
 		fprintf(f, "  warning       %s\n", r->warning);
+	if (r->fatal.traps) {
+		char ft[640];
+
+		fatal_text(c, ft, sizeof(ft));
+		fprintf(f, "  fatal trap    %s\n", ft);
+	}
 	if (c->o->by == TP_COUNT_BY_NONE)
 		return;
 	if (c->o->top != 0 && (size_t)(c->o->top < 0 ? 20 : c->o->top) < shown)

@@ -295,3 +295,8 @@ int tp_count_run(struct tp_count_ctx *c)
 		return tp_count_run_dbt(c);
 	return tp_count_run_trapflag(c);
 }
+
+bool tp_count_follows_exec(const struct tp_count_ctx *c)
+{
+	return c->whole && c->o->by <= TP_COUNT_BY_MNEMONIC;
+}

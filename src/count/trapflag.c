@@ -56,6 +56,17 @@ static void collect(struct tp_count_ctx *c, pid_t pid)
 	r->control_pc = ctl->control_pc;
 	r->exec_seen = ctl->state & TP_AGENT_ST_EXEC;
 	r->forked = ctl->state & TP_AGENT_ST_FORKED;
+	r->fatal.traps = __atomic_load_n(&ctl->fatal_traps, __ATOMIC_ACQUIRE);
+	if (r->fatal.traps) {
+		r->fatal.tid = ctl->fatal_tid;
+		r->fatal.signo = ctl->fatal_signo;
+		r->fatal.code = ctl->fatal_code;
+		r->fatal.addr = ctl->fatal_addr;
+		r->fatal.pc = ctl->fatal_pc;
+		r->fatal.rflags = ctl->fatal_rflags;
+		memcpy(r->fatal.bytes, ctl->fatal_bytes, sizeof(r->fatal.bytes));
+		r->fatal.readable = ctl->fatal_readable;
+	}
 	if (ctl->flags & TP_CTL_BY_ADDRESS) {
 		struct tp_agent_addr *a = (void *)((char *)ctl + ctl->addrs_off);
 
@@ -124,7 +135,7 @@ int tp_count_run_trapflag(struct tp_count_ctx *c)
 	double t0 = tp_count_now();
 	int st = 0, err;
 	/* --trace needs the agent's rings from its start: it is preloaded then */
-	bool to_entry = c->whole && !c->o->no_startup && !c->cons && !getenv("TP_X");
+	bool to_entry = c->whole && !c->o->no_startup && !c->cons;
 
 	if (c->is_static) {
 		snprintf(c->error, sizeof(c->error),

@@ -4,6 +4,7 @@
 #ifndef TP_DBT_DBT_H
 #define TP_DBT_DBT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -12,8 +13,10 @@
 
 struct tp_dbt_takeover {
 	const char *runtime; /* path of tracepad-dbt-rt.so */
-	int ctl_fd;	     /* the control block's memfd, open in the program; -1 for none */
+	int ctl_fd; /* the control block's memfd, tracepad's, with this number in the program
+		     * when it inherited it (else opened there for the mapping); -1: none */
 	size_t ctl_size;
+	bool close_fd;	     /* close the program's inherited ctl_fd once mapped */
 	uint32_t boot_flags; /* TP_DBT_BOOT_* (rt-abi.h) */
 };
 

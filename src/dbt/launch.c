@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,6 +431,44 @@ static int64_t cache_size_env(void)
 	return errno || *end || !n || n > (1ull << 40) ? -1 : (int64_t)n;
 }
 
+/* Map the control block (tracepad's fd @fd) into the program at TP_DBT_CTL_AT.  The program
+ * has the same fd number as tracepad when it inherited it (a launch); after an execve it
+ * may have closed it, and the block is then opened again for the program from tracepad's
+ * /proc/PID/fd (its path written into the runtime's heap, mapped already), mapped and
+ * closed.  With @close_fd the program's inherited fd is closed once mapped: its fds are
+ * its own again. */
+static int map_ctl(struct ctx *c, int fd, size_t size, bool close_fd)
+{
+	char link[64], path[64];
+	struct stat mine, theirs;
+	int64_t ret, pfd = fd;
+	int err;
+
+	snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)c->pid, fd);
+	if (fstat(fd, &mine))
+		return -errno;
+	if (stat(link, &theirs) || theirs.st_ino != mine.st_ino || theirs.st_dev != mine.st_dev) {
+		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), fd);
+		err = tp_proc_write(c->pid, TP_DBT_HEAP_AT, path, strlen(path) + 1);
+		if (!err)
+			err = inject(c, SYS_openat, (uint64_t)AT_FDCWD, TP_DBT_HEAP_AT,
+				     (uint64_t)(O_RDWR | O_CLOEXEC), 0, 0, 0, &pfd);
+		if (err)
+			return fail(c, err, "cannot open the control block in the program: %s%s",
+				    strerror(-err), "");
+		close_fd = true;
+	}
+	err = map_fixed(c, TP_DBT_CTL_AT, size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)pfd);
+	if (err)
+		fail(c, err, "cannot map the control block: %s%s", strerror(-err), "");
+	if (close_fd) {
+		int e = inject(c, SYS_close, (uint64_t)pfd, 0, 0, 0, 0, 0, &ret);
+
+		err = err ? err : e;
+	}
+	return err;
+}
+
 static int boot_write(struct ctx *c, const struct tp_dbt_takeover *o, struct image *rt,
 		      struct image *zy, const struct user_regs_struct *regs)
 {
@@ -492,10 +531,8 @@ int tp_dbt_takeover(struct tp_proc *p, pid_t pid, const struct tp_dbt_takeover *
 		e = image_load_file(&c, &rt, TP_DBT_RT_AT, NULL);
 	if (!e)
 		e = image_load_file(&c, &zy, TP_DBT_ZYDIS_AT, &rt);
-	if (!e && o->ctl_fd >= 0 &&
-	    (e = map_fixed(&c, TP_DBT_CTL_AT, o->ctl_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-			   o->ctl_fd)))
-		fail(&c, e, "cannot map the control block: %s%s", strerror(-e), "");
+	if (!e && o->ctl_fd >= 0)
+		e = map_ctl(&c, o->ctl_fd, o->ctl_size, o->close_fd);
 	if (!e && (e = boot_write(&c, o, &rt, &zy, &regs)) && !err[0])
 		snprintf(err, errlen, "cannot write the boot record: %s", strerror(-e));
 	if (!e) {

@@ -40,15 +40,16 @@
 #define TP_DBT_T_STACK 112 /* top of the thread's runtime stack, where its C code runs */
 #define TP_DBT_T_FRAME 120 /* the program's registers as the last entry into C pushed them */
 #define TP_DBT_T_CELLS 128 /* the count's other cells (below) */
+#define TP_DBT_T_PRSP 248  /* the program's rsp while an entry into C switches stacks */
 #define TP_DBT_T_STACK_SIZE 0x10000ull
-#define TP_DBT_T_SIZE (TP_DBT_T_CELLS + 8 * (TP_DBT_NCELLS - 1))
+#define TP_DBT_T_SIZE (TP_DBT_T_PRSP + 8)
 
 /* The thread's count is the sum of cells that blocks add to in turn (TP_DBT_T_COUNT, then
  * TP_DBT_T_CELLS on): one counter added to by every block made a chain of read-add-stores
  * through memory, a block after the other, that bounded the program's speed. */
 #define TP_DBT_NCELLS 16
 #define TP_DBT_CELL_OFF(k) ((k) ? TP_DBT_T_CELLS + 8 * ((k)-1) : TP_DBT_T_COUNT)
-#define TP_DBT_T_TABLE_AT 8192 /* the table follows the block (rt-main.c) */
+#define TP_DBT_T_TABLE_AT 12288 /* the table follows the block (rt-main.c) */
 
 /* The table is indexed by the target's low bits (movzwl: no flag is touched). */
 #define TP_DBT_IBL_BITS 16
@@ -64,6 +65,11 @@
 #define TP_DBT_STUB_TARGET 24
 #define TP_DBT_STUB_LINK 32
 #define TP_DBT_STUB_SIZE 40
+/* A taken exit's stub whose jcc rel32 has its rel32 4-aligned: .quad link holds
+ * TP_DBT_STUB_JCC | (stub - the rel32's address) until a far link, and linking aims the
+ * jcc itself at the target (a self-loop's every iteration went jcc, then the stub's jmp:
+ * 3-4x the native time of sha256sum's byte-swap loop). */
+#define TP_DBT_STUB_JCC 0xdbcc000000000000ull
 
 #ifndef __ASSEMBLER__
 #include <stdint.h>
@@ -107,6 +113,14 @@ struct tp_dbt_boot {
 /* flags: status flags exact at every instruction's start (a debugger reads them there): the
  * count is never an add where the block's instructions would make them dead */
 #define TP_DBT_BOOT_EXACT_FLAGS 2u
+/* flags: the mapping repository is kept in private memory (signal handlers need it), not
+ * published in a memfd that tracers map, and no breakpoint is planted: bench/dbt measures
+ * what publishing costs (TRACEPAD_DBT_PUBLISH=0) */
+#define TP_DBT_BOOT_UNPUBLISHED 4u
+/* flags: written by a debugger into a forked child's copy of the boot record at its first
+ * stop: the child keeps its copy of the breakpoints, and stops at a breakpoint of its own
+ * where it goes on in the program, for the debugger to take it there (src/debug) */
+#define TP_DBT_BOOT_BREAK_FORKED 8u
 
 #endif
 #endif

@@ -23,7 +23,8 @@
 #define BLOCK_ROOM 8192	  /* more than any block and its exits take */
 #define TABLE_BITS 18	  /* at most */
 #define TABLE_MIN_BITS 12 /* at first: each page it spans is a fault when first touched */
-#define PAGE_BITS 16	  /* the set of code pages translated from */
+#define PAGE_BITS 16	  /* the set of code pages translated from, at most */
+#define PAGE_MIN_BITS 9	  /* at first (a page of memory: a short run translates from few) */
 
 struct entry {
 	uint64_t pc, cache;
@@ -33,10 +34,16 @@ static struct {
 	struct entry *table; /* every translated block: pc -> cache, open addressing */
 	unsigned bits;	     /* of the table's size, doubled when half full */
 	uint64_t nblocks;
-	uint64_t *pages; /* page numbers + 1 of translated code, open addressing */
+	uint64_t *pages;    /* page numbers + 1 of translated code, open addressing */
+	unsigned page_bits; /* of its size, doubled when half full */
 	uint64_t npages, last_end;
 	int pages_full;
 	uint8_t buf[BLOCK_ROOM];
+	/* the block's exit stubs (offsets in buf) and their targets, linked at once to the
+	 * targets already translated */
+	uint32_t stub_at[8];
+	uint64_t stub_to[8];
+	int nstubs;
 } C;
 
 extern const uint8_t tp_dbt_tpl_stub[], tp_dbt_tpl_stub_end[];
@@ -59,7 +66,8 @@ int tp_dbt_cache_init(void)
 {
 	C.bits = TABLE_MIN_BITS;
 	C.table = tp_dbt_alloc(sizeof(struct entry) << C.bits);
-	C.pages = tp_dbt_alloc(sizeof(uint64_t) << PAGE_BITS);
+	C.page_bits = PAGE_MIN_BITS;
+	C.pages = tp_dbt_alloc(sizeof(uint64_t) << C.page_bits);
 	if (!C.table || !C.pages)
 		return -ENOMEM;
 	tp_dbt_chunk_init(tp_dbt.boot->cache_size, BLOCK_ROOM);
@@ -102,7 +110,9 @@ static size_t fetch(uint64_t pc, uint8_t *out, int cross)
 		tp_dbt_map_unbreak(pc, out, page_left);
 		return page_left;
 	}
-	n = tp_raw6(SYS_process_vm_readv, tp_dbt.pid, (long)&local, 1, (long)&remote, 1, 0);
+	/* this process's memory: a forked child's tp_dbt.pid is its parent, perhaps gone */
+	n = tp_raw6(SYS_process_vm_readv, tp_raw0(SYS_getpid), (long)&local, 1, (long)&remote, 1,
+		    0);
 	if (n <= 0) {
 		memcpy(out, (const void *)(uintptr_t)pc, page_left);
 		n = (long)page_left;
@@ -131,9 +141,10 @@ static struct {
 
 /* Decode the instruction at @pc into @d; 0, or -EINVAL for bytes the decoder does not
  * know. */
+static ZydisDecoder dec;
+
 static int decode(uint64_t pc, struct dec *d)
 {
-	static ZydisDecoder dec;
 	static int ready;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
 	ZydisDecodedInstruction zi;
@@ -174,44 +185,120 @@ static const struct dec *decode_nth(int i, uint64_t pc, struct dec *spare)
 	return decode(pc, spare) ? NULL : spare;
 }
 
-/* Are the status flags dead at @pc: written by the block's first instructions before any
- * reads them?  Then the count is one add.  Writes that may not happen are not writes: a
- * shift or rotate by 0, a rep string instruction with rcx = 0; nor are "undefined" ones
- * (a CPU may leave such a flag unchanged).  Called as the block at @pc is begun: what is
- * decoded here is kept for its translation. */
-int tp_dbt_flags_dead_at(uint64_t pc)
+/* Where are the status flags dead in the block at @pc: the first of its instructions
+ * from which on every status flag is written before any is read (the index, -1 for none
+ * among the first DEC_AHEAD)?  Writes that may not happen are not writes: a shift or
+ * rotate by 0, a rep string instruction with rcx = 0.  A flag an instruction leaves
+ * "undefined" (AF after test, and, or, xor) is written: the architecture lets it hold any
+ * value after it, the count's as well (python3's blocks "test; jcc" counted with lea
+ * through rax were a fifth of its interpreter loop's time).  Called as the block at @pc is
+ * begun: what is decoded here is kept for its translation. */
+int tp_dbt_flags_dead_from(uint64_t pc)
 {
 	const uint32_t status = ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF |
 				ZYDIS_CPUFLAG_ZF | ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF;
-	uint32_t need = status;
+	uint32_t need[DEC_AHEAD]; /* of each start so far, the flags not written yet; 0: failed */
 
 	D.n = 0;
 	if (tp_dbt.boot->flags & TP_DBT_BOOT_EXACT_FLAGS)
-		return 0; /* a debugger's breakpoint may stop at any instruction */
+		return -1; /* a debugger's breakpoint may stop at any instruction */
 	for (int i = 0; i < DEC_AHEAD; i++) {
 		struct dec *d = &D.d[i];
 		const ZydisAccessedFlags *f;
+		uint32_t wr = 0;
 
 		if (decode(pc, d))
-			return 0;
+			return -1;
 		D.n = i + 1;
-		if (!d->cpu_flags)
-			return 0;
-		f = d->cpu_flags;
-		if ((f->tested & need) || d->category == ZYDIS_CATEGORY_COND_BR ||
+		/* what ends a block (a branch, a system call, a trap) ends the search */
+		if (!d->cpu_flags || d->in.kind != TP_INSN_OTHER ||
+		    d->category == ZYDIS_CATEGORY_COND_BR ||
 		    d->category == ZYDIS_CATEGORY_UNCOND_BR || d->category == ZYDIS_CATEGORY_CALL ||
 		    d->category == ZYDIS_CATEGORY_RET || d->category == ZYDIS_CATEGORY_SYSCALL ||
 		    d->category == ZYDIS_CATEGORY_INTERRUPT)
-			return 0;
+			return -1;
+		f = d->cpu_flags;
+		need[i] = status;
 		if (d->category != ZYDIS_CATEGORY_SHIFT && d->category != ZYDIS_CATEGORY_ROTATE &&
 		    !(d->attributes &
 		      (ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE)))
-			need &= ~(f->modified | f->set_0 | f->set_1);
-		if (!need)
-			return 1;
+			wr = f->modified | f->set_0 | f->set_1 | f->undefined;
+		for (int p = 0; p <= i; p++) {
+			if (!need[p])
+				continue;
+			if (f->tested & need[p]) {
+				need[p] = 0;
+				continue;
+			}
+			need[p] &= ~wr;
+			if (!need[p])
+				return p;
+		}
 		pc += d->in.len;
 	}
-	return 0;
+	return -1;
+}
+
+/* The number (0 rax ... 15 r15) of the general register that @r is or is part of; -1. */
+static int gpr(ZydisRegister r, int *width)
+{
+	if (r >= ZYDIS_REGISTER_RAX && r <= ZYDIS_REGISTER_R15) {
+		*width = 64;
+		return (int)(r - ZYDIS_REGISTER_RAX);
+	}
+	if (r >= ZYDIS_REGISTER_EAX && r <= ZYDIS_REGISTER_R15D) {
+		*width = 32;
+		return (int)(r - ZYDIS_REGISTER_EAX);
+	}
+	if (r >= ZYDIS_REGISTER_AX && r <= ZYDIS_REGISTER_R15W) {
+		*width = 16;
+		return (int)(r - ZYDIS_REGISTER_AX);
+	}
+	*width = 8;
+	if (r >= ZYDIS_REGISTER_AL && r <= ZYDIS_REGISTER_BL)
+		return (int)(r - ZYDIS_REGISTER_AL);
+	if (r >= ZYDIS_REGISTER_AH && r <= ZYDIS_REGISTER_BH)
+		return (int)(r - ZYDIS_REGISTER_AH);
+	if (r >= ZYDIS_REGISTER_SPL && r <= ZYDIS_REGISTER_R15B)
+		return (int)(r - ZYDIS_REGISTER_SPL) + 4;
+	return -1;
+}
+
+/* A general register whose value is dead at the entry of the block just begun (after
+ * tp_dbt_flags_dead_from): its first instruction is a mov of a register or an immediate,
+ * or a lea, that writes all of it (64 or 32 bits) without reading it, and cannot fault, so
+ * that no handler sees the register before the program sets it.  Its number, or -1. */
+int tp_dbt_dead_reg(void)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	const struct dec *d = &D.d[0];
+	ZydisDecodedInstruction zi;
+	int r, s, w, ws;
+
+	if (D.n < 1 ||
+	    (d->in.mnemonic != ZYDIS_MNEMONIC_MOV && d->in.mnemonic != ZYDIS_MNEMONIC_LEA))
+		return -1;
+	if (ZYAN_FAILED(ZydisDecoderDecodeFull(&dec, d->b, d->have, &zi, ops)) ||
+	    zi.operand_count_visible != 2 || ops[0].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+	    ops[0].actions != ZYDIS_OPERAND_ACTION_WRITE)
+		return -1;
+	r = gpr(ops[0].reg.value, &w);
+	if (r < 0 || r == 4 || w < 32) /* never rsp; a narrower write merges */
+		return -1;
+	switch (ops[1].type) {
+	case ZYDIS_OPERAND_TYPE_IMMEDIATE:
+		return r;
+	case ZYDIS_OPERAND_TYPE_REGISTER: /* a general register: not a control register */
+		s = gpr(ops[1].reg.value, &ws);
+		return s >= 0 && s != r ? r : -1;
+	case ZYDIS_OPERAND_TYPE_MEMORY: /* lea reads no memory */
+		if (zi.mnemonic != ZYDIS_MNEMONIC_LEA || gpr(ops[1].mem.base, &ws) == r ||
+		    gpr(ops[1].mem.index, &ws) == r)
+			return -1;
+		return r;
+	default:
+		return -1;
+	}
 }
 
 static void put_stub(struct tp_arch_writer *w, uint64_t target)
@@ -224,6 +311,10 @@ static void put_stub(struct tp_arch_writer *w, uint64_t target)
 	at = w->len;
 	tp_dbt_map_mark(at, 0, TP_DBT_MK_STUB);
 	TPL(w, stub);
+	if (C.nstubs < (int)(sizeof(C.stub_at) / sizeof(C.stub_at[0]))) {
+		C.stub_at[C.nstubs] = (uint32_t)at;
+		C.stub_to[C.nstubs++] = target;
+	}
 	if (!w->err)
 		memcpy(w->buf + at + TP_DBT_STUB_TARGET, &target, 8);
 }
@@ -329,6 +420,7 @@ static uint64_t translate(uint64_t pc)
 	start = c->rx + c->used;
 	tp_arch_writer_init(&w, C.buf, sizeof(C.buf), start);
 	D.n = 0; /* nothing decoded ahead for this block yet */
+	C.nstubs = 0;
 	tp_dbt_map_begin();
 	tp_dbt_map_mark(0, 0, TP_DBT_MK_HIDDEN);
 	tp_dbt_client_block_begin(pc, &w);
@@ -351,6 +443,10 @@ static uint64_t translate(uint64_t pc)
 		 * next one's once the instruction is done */
 		tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_HIDDEN);
 		tp_dbt_client_insn(cur, b, &in, &w, TP_DBT_CL_BEFORE);
+		/* a jcc rel32's rel32 4-aligned, for linking to write in one store */
+		if (in.kind == TP_INSN_JCC && b[0] != 0xe0 && b[0] != 0xe1 && b[0] != 0xe2 &&
+		    b[0] != 0xe3 && ((tp_arch_writer_pc(&w) + 2) & 3))
+			tp_arch_put_nop(&w, 4 - ((tp_arch_writer_pc(&w) + 2) & 3));
 		tp_dbt_map_mark(w.len, cur - pc, TP_DBT_MK_INSN);
 		switch (in.kind) {
 		case TP_INSN_OTHER:
@@ -397,10 +493,15 @@ static uint64_t translate(uint64_t pc)
 			 * fall-through stub (8-aligned), then the taken one */
 			uint64_t taken = ((here + 10 + 7) & ~7ull) + TP_DBT_STUB_SIZE;
 
-			err = tp_arch_relocate(b, in.len, taken - rel - in.len, here, w.buf + w.len,
+			uint8_t *out = w.buf + w.len;
+			int jcc32;
+
+			err = tp_arch_relocate(b, in.len, taken - rel - in.len, here, out,
 					       w.cap - w.len, &n);
 			if (err)
 				break;
+			jcc32 = n == 6 && out[0] == 0x0f && (out[1] & 0xf0) == 0x80 &&
+				!((here + 2) & 3);
 			w.len += n;
 			put_stub(&w, next);
 			if (tp_arch_writer_pc(&w) > taken) {
@@ -409,7 +510,13 @@ static uint64_t translate(uint64_t pc)
 			}
 			tp_arch_put_nop(&w, taken - tp_arch_writer_pc(&w));
 			/* put_stub aligns to 8 first: no padding at an 8-aligned pc */
+			n = w.len;
 			put_stub(&w, in.target);
+			if (jcc32 && !w.err) {
+				uint64_t mark = TP_DBT_STUB_JCC | (taken - (here + 2));
+
+				memcpy(w.buf + n + TP_DBT_STUB_LINK, &mark, 8);
+			}
 			done = 1;
 			break;
 		}
@@ -478,6 +585,11 @@ static uint64_t translate(uint64_t pc)
 			    cur);
 		return 0;
 	}
+	/* the block table's lines that its insertion and the linking of its exits probe next:
+	 * 2 MiB for python3's start-up, each probe a cache miss when it comes */
+	__builtin_prefetch(&C.table[hash(pc, C.bits)], 1);
+	for (int k = 0; k < C.nstubs; k++)
+		__builtin_prefetch(&C.table[hash(C.stub_to[k], C.bits)]);
 	tp_dbt_client_block_end(pc, cur, C.buf, len);
 	C.last_end = cur;
 	if (cache_write(start, C.buf, len)) {
@@ -510,7 +622,7 @@ static void tls_enter(void)
 
 static int page_find(uint64_t page, uint64_t *slot)
 {
-	uint64_t mask = (1ull << PAGE_BITS) - 1, i = hash(page << 12, PAGE_BITS);
+	uint64_t mask = (1ull << C.page_bits) - 1, i = hash(page << 12, C.page_bits);
 
 	for (;; i = (i + 1) & mask) {
 		if (C.pages[i] == page + 1 || !C.pages[i]) {
@@ -520,6 +632,24 @@ static int page_find(uint64_t page, uint64_t *slot)
 	}
 }
 
+/* The page set at twice its size; -ENOMEM (the old one stays unused: the heap never
+ * frees). */
+static int pages_grow(void)
+{
+	uint64_t *old = C.pages, n = 1ull << C.page_bits, i;
+
+	if (C.page_bits >= PAGE_BITS ||
+	    !(C.pages = tp_dbt_alloc(sizeof(uint64_t) << (C.page_bits + 1)))) {
+		C.pages = old;
+		return -ENOMEM;
+	}
+	C.page_bits++;
+	for (uint64_t k = 0; k < n; k++)
+		if (old[k] && !page_find(old[k] - 1, &i))
+			C.pages[i] = old[k];
+	return 0;
+}
+
 static void page_add(uint64_t page)
 {
 	uint64_t i;
@@ -527,9 +657,12 @@ static void page_add(uint64_t page)
 	tp_dbt_smc_watch(page);
 	if (C.pages_full || page_find(page, &i))
 		return;
-	if (C.npages >= (1ull << PAGE_BITS) / 2) {
-		C.pages_full = 1; /* from now on every unmapping invalidates */
-		return;
+	if (C.npages >= (1ull << C.page_bits) / 2) {
+		if (pages_grow()) {
+			C.pages_full = 1; /* from now on every unmapping invalidates */
+			return;
+		}
+		page_find(page, &i);
 	}
 	C.pages[i] = page + 1;
 	C.npages++;
@@ -596,6 +729,33 @@ static int table_grow(void)
 	return 0;
 }
 
+/* The translation of @pc, or 0 (nothing is translated). */
+static uint64_t find(uint64_t pc)
+{
+	uint64_t mask = (1ull << C.bits) - 1, i = hash(pc, C.bits);
+
+	for (;; i = (i + 1) & mask) {
+		if (C.table[i].pc == pc && C.table[i].cache)
+			return C.table[i].cache;
+		if (!C.table[i].cache)
+			return 0;
+	}
+}
+
+/* The exits of the block just translated at @cache whose targets are translated already are
+ * linked now: each would cost a dispatch (the runtime's entry and exit, a lookup) the first
+ * time it is taken (python3 -c pass: 40,000 dispatches of direct exits). */
+static void link_known(uint64_t cache)
+{
+	for (int k = 0; k < C.nstubs; k++) {
+		uint64_t to = find(C.stub_to[k]);
+
+		if (to)
+			tp_dbt_chunk_link(cache + C.stub_at[k], to);
+	}
+	C.nstubs = 0;
+}
+
 uint64_t tp_dbt_lookup(uint64_t pc)
 {
 	uint64_t mask = (1ull << C.bits) - 1, i = hash(pc, C.bits), cache;
@@ -624,6 +784,7 @@ uint64_t tp_dbt_lookup(uint64_t pc)
 	C.table[i].pc = pc;
 	C.table[i].cache = cache;
 	C.nblocks++;
+	link_known(cache);
 	page_add(pc >> 12);
 	page_add((C.last_end - 1) >> 12);
 	return cache;

@@ -159,7 +159,8 @@ void tp_dbt_cache_forked(void)
 		c->populated = 0;
 		tp_dbt_map_chunk(c->rx, c->rw);
 	}
-	if (tp_dbt.boot->flags & TP_DBT_BOOT_BREAK_ENTRY)
+	if ((tp_dbt.boot->flags & (TP_DBT_BOOT_BREAK_ENTRY | TP_DBT_BOOT_BREAK_FORKED)) ==
+	    TP_DBT_BOOT_BREAK_ENTRY)
 		tp_dbt_map_unbreak_all();
 }
 
@@ -194,6 +195,28 @@ static void cache_store8(uint64_t at, const void *src)
 				 __ATOMIC_RELEASE);
 }
 
+/* Write 4 bytes at @at (4-aligned) in one store: a jcc's rel32, which may be running. */
+static void cache_store4(uint64_t at, uint32_t v)
+{
+	struct tp_dbt_chunk *c = chunk_of(at);
+
+	if (c)
+		__atomic_store_n((uint32_t *)(uintptr_t)(c->rw + (at - c->rx)), v,
+				 __ATOMIC_RELEASE);
+}
+
+/* The address of the rel32 of the jcc whose taken exit is the stub at @stub, when linking
+ * may aim it at the target (TP_DBT_STUB_JCC); else 0. */
+static uint64_t jcc_site(uint64_t stub)
+{
+	uint64_t mark;
+
+	memcpy(&mark, (const void *)(uintptr_t)(stub + TP_DBT_STUB_LINK), 8);
+	if ((mark & ~0xffffull) != TP_DBT_STUB_JCC)
+		return 0;
+	return stub - (mark & 0xffff);
+}
+
 /* Link the exit stub at @stub to the block at @to: its first bytes become a jump there. */
 void tp_dbt_chunk_link(uint64_t stub, uint64_t to)
 {
@@ -205,7 +228,7 @@ void tp_dbt_chunk_link(uint64_t stub, uint64_t to)
 	if (!c || c->retired || !c->links || c->nlinks >= LINKS_MAX)
 		return;
 	if ((c->nlinks + 1) * 8 > c->links_in) {
-		uint64_t to = (c->nlinks + 1) * 8 + TP_DBT_POPULATE_STEP / 4;
+		uint64_t to = (c->nlinks + 1) * 8 + tp_dbt_populate_step(c->links_in) / 4;
 
 		if (to > LINKS_MAX * 8)
 			to = LINKS_MAX * 8;
@@ -216,9 +239,16 @@ void tp_dbt_chunk_link(uint64_t stub, uint64_t to)
 	memcpy(jmp, (const void *)(uintptr_t)stub, 8);
 	if (rel == (int32_t)rel) {
 		int32_t r32 = (int32_t)rel;
+		uint64_t site = jcc_site(stub);
+		int64_t jrel = (int64_t)(to - (site + 4));
 
 		jmp[0] = 0xe9; /* jmp rel32 */
 		memcpy(jmp + 1, &r32, 4);
+		/* the stub first: a thread on its way there goes on to the target */
+		cache_store8(stub, jmp);
+		if (site && jrel == (int32_t)jrel)
+			cache_store4(site, (uint32_t)(int32_t)jrel);
+		return;
 	} else {
 		int32_t r32 = TP_DBT_STUB_LINK - 6;
 
@@ -235,13 +265,16 @@ void tp_dbt_chunk_link(uint64_t stub, uint64_t to)
 static void chunk_unlink(struct tp_dbt_chunk *c, uint64_t start, uint64_t end)
 {
 	for (uint64_t i = 0; i < c->nlinks;) {
-		uint64_t stub = c->links[i], target;
+		uint64_t stub = c->links[i], target, site;
 
 		memcpy(&target, (const void *)(uintptr_t)(stub + TP_DBT_STUB_TARGET), 8);
 		if (target < start || target >= end) {
 			i++;
 			continue;
 		}
+		site = jcc_site(stub);
+		if (site) /* the jcc back to its stub first */
+			cache_store4(site, (uint32_t)(int32_t)(int64_t)(stub - (site + 4)));
 		cache_store8(stub, tp_dbt_tpl_stub);
 		c->links[i] = c->links[--c->nlinks];
 	}
@@ -437,7 +470,8 @@ struct tp_dbt_chunk *tp_dbt_chunk_for(uint64_t pc)
 	}
 	/* the block's room in both views, faulted in ahead in one go */
 	if (c && c->used + K.room > c->populated) {
-		uint64_t from = c->populated, to = c->used + K.room + TP_DBT_POPULATE_STEP;
+		uint64_t from = c->populated,
+			 to = c->used + K.room + tp_dbt_populate_step(c->populated);
 
 		if (to > CHUNK_SIZE)
 			to = CHUNK_SIZE;

@@ -91,9 +91,12 @@ static inline void *tp_dbt_client_tls(const struct tp_dbt_client *cl, struct tp_
 void tp_dbt_client_put_call(struct tp_arch_writer *w, const struct tp_dbt_client *cl,
 			    uint16_t arg) TP_DBT_HIDDEN;
 
-/* Services for clients: are the status flags dead at @pc, written by the instructions from
- * @pc on before any reads them (rt-cache.c)? */
-int tp_dbt_flags_dead_at(uint64_t pc) TP_DBT_HIDDEN;
+/* Services for clients: the index of the first instruction of the block at @pc before
+ * which the status flags are dead, written by the instructions from there on before any
+ * reads them, or -1 (rt-cache.c). */
+int tp_dbt_flags_dead_from(uint64_t pc) TP_DBT_HIDDEN;
+/* ... and a general register dead at its entry (0 rax ... 15 r15), or -1. */
+int tp_dbt_dead_reg(void) TP_DBT_HIDDEN;
 
 /* The runtime's side: each calls every client that has the callback. */
 int tp_dbt_client_init(void) TP_DBT_HIDDEN;

@@ -31,6 +31,7 @@
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[],
     tp_dbt_tpl_count_end[];
 extern const uint8_t tp_dbt_tpl_count_add[], tp_dbt_tpl_count_add_end[];
+extern const uint8_t tp_dbt_tpl_count_regs[], tp_dbt_tpl_count_regs_len[];
 extern const uint8_t tp_dbt_tpl_rep_pre[], tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_end[];
 extern const uint8_t tp_dbt_tpl_bc_add[], tp_dbt_tpl_bc_add_end[];
 extern const uint8_t tp_dbt_tpl_bc_lea[], tp_dbt_tpl_bc_lea_end[];
@@ -65,6 +66,10 @@ static struct {
 	size_t count_at;
 	uint32_t ninsn, slot;
 	int cell; /* the count's cell the next block adds to */
+	/* the whole-program count's add comes before the block's instruction @defer (its
+	 * index, where the flags are dead) into @defer_cell; 0: it came at the entry */
+	int defer, idx;
+	int32_t defer_cell;
 	uint64_t pc;
 	struct tp_dbt_insn buf[128];
 } K;
@@ -187,21 +192,39 @@ static int count_block_at(uint64_t pc)
 
 static void count_block_begin(uint64_t pc, struct tp_arch_writer *w)
 {
-	int dead = tp_dbt_flags_dead_at(pc);
+	int from = tp_dbt_flags_dead_from(pc), dead = from == 0, reg;
 	uint32_t call;
 
 	K.pc = pc;
 	K.ninsn = 0;
+	K.idx = 0;
+	K.defer = 0;
 	if (!blocks()) {
 		/* the count's cells in turn (rt-abi.h) */
 		int32_t cell = TP_DBT_CELL_OFF(K.cell);
 
 		K.cell = (K.cell + 1) % TP_DBT_NCELLS;
-		if (dead) {
+		if (from > 0) {
+			/* one add a few instructions on rather than lea through rax here: a
+			 * block left before it is not counted (one left after is, whole) */
+			K.defer = from;
+			K.defer_cell = cell;
+		} else if (dead) {
 			put(w, tp_dbt_tpl_count_add, tp_dbt_tpl_count_add_end);
 			K.count_at = w->len - 4;
 			if (!w->err)
 				memcpy(w->buf + w->len - 8, &cell, 4);
+		} else if ((reg = tp_dbt_dead_reg()) >= 0) {
+			/* load (the cell's disp32 after 5 bytes), lea, store (its last 4) */
+			const uint8_t *t = tp_dbt_tpl_count_regs + 32 * reg;
+			size_t at = w->len, n = tp_dbt_tpl_count_regs_len[reg];
+
+			put(w, t, t + n);
+			K.count_at = at + n - 9 - 4;
+			if (!w->err) {
+				memcpy(w->buf + at + 5, &cell, 4);
+				memcpy(w->buf + at + n - 4, &cell, 4);
+			}
 		} else {
 			size_t at = w->len;
 
@@ -236,6 +259,13 @@ static void count_insn(uint64_t pc, const uint8_t *b, const struct tp_insn *in,
 {
 	uint32_t slot;
 
+	if (where == TP_DBT_CL_BEFORE && K.defer && K.idx++ == K.defer) {
+		put(w, tp_dbt_tpl_count_add, tp_dbt_tpl_count_add_end);
+		K.count_at = w->len - 4;
+		if (!w->err)
+			memcpy(w->buf + w->len - 8, &K.defer_cell, 4);
+		K.defer = 0;
+	}
 	if (where == TP_DBT_CL_BRANCH) {
 		/* where a --start region may return */
 		if (blocks() && (K.area->flags & TP_DBT_CF_REGION)) {
@@ -272,6 +302,8 @@ static void count_insn(uint64_t pc, const uint8_t *b, const struct tp_insn *in,
 static void count_block_end(uint64_t pc, uint64_t end, uint8_t *buf, size_t len)
 {
 	if (!blocks()) {
+		if (K.defer) /* the block ended before (it cannot: flags_dead_from stops there) */
+			tp_dbt_fail("a block's count was not placed, at", pc);
 		memcpy(buf + K.count_at, &K.ninsn, 4);
 		return;
 	}
@@ -309,7 +341,7 @@ static uint64_t count_call(struct tp_dbt_thread *t, uint32_t arg, uint64_t back,
 			   struct tp_dbt_frame *f)
 {
 	struct tls *d = tls(t);
-	uint64_t sp = (uint64_t)(uintptr_t)(f + 1) + 128, ret;
+	uint64_t sp = f->rsp, ret;
 
 	switch (arg) {
 	case CALL_START:
@@ -382,10 +414,10 @@ static void count_vfork(struct tp_dbt_thread *t, int done)
 	old = d->saved ? d->saved[0] : 0;
 	if (!old || old > K.nslots)
 		return;
-	/* slots the child made since are not the parent's either */
+	/* slots the child made since are not the parent's either; the copy stays for a next
+	 * execve the child tries (execvp) */
 	memcpy(d->slot + 1, d->saved + 1, (size_t)(old - 1) * 8);
 	memset(d->slot + old, 0, (size_t)(K.nslots - old) * 8);
-	d->saved[0] = 0;
 }
 
 /* The agent (preloaded for regions, as by the ptrace engine) is never counted: its text is

@@ -1,7 +1,7 @@
 /* The code cache's entry and exit paths, and the templates of the code the translator
  * copies around each block (assembled here so that no encoding is written by hand).
  * Cache code reaches these through the %gs block (rt-abi.h); all of them run on the
- * runtime's stack, never below the program's stack pointer. */
+ * runtime's stack: nothing is written below the program's stack pointer. */
 #include "dbt/rt-abi.h"
 #include "dbt/rt-tpl.h"
 
@@ -44,17 +44,18 @@ tp_dbt_rt_enter:
 	jmp *%gs:TP_DBT_T_NEXT
 	.size tp_dbt_rt_enter, .-tp_dbt_rt_enter
 
-/* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  The frame
- * (struct tp_dbt_frame) is the program's registers and flags, pushed on the program's
- * stack below the red zone (256 bytes in all); C may change them and returns the cache
- * address to go on at (and NEXT says where the program is meanwhile: the argument, then
- * the result).  C runs on the thread's runtime stack (a program's thread may have
- * a small one), unless it is already there: a handler that a signal ran meanwhile (before
- * the C code defers signals) gets its frame below, and so does its own C code.  The slots
- * a handler may find live are saved and put back around it. */
-/* The program's registers and flags back from a frame (struct tp_dbt_frame) at rsp, and
- * rsp back above the red zone the frame was pushed below. */
-.macro POP_FRAME
+/* Into C and back: the program's rax is in gs:RAX, rax holds the argument.  Nothing is
+ * written below the program's stack pointer (a debugger shows that memory as the program
+ * left it): the program's rsp goes into gs:PRSP, rsp to the thread's runtime stack (gs:STACK,
+ * lowered below the live part while a handler runs that interrupted the runtime: rt-signal.c)
+ * and the frame (struct tp_dbt_frame: the program's registers, flags and rsp) is pushed
+ * there; flags are untouched until pushfq.  C may change the frame and returns the cache
+ * address to go on at (NEXT says where the program is meanwhile: the argument, then the
+ * result).  The slots a handler may find live are saved and put back around it. */
+/* The program's registers, flags and rsp back from a frame at rsp; @rax: rax from the frame
+ * (else through gs:RAX, which the exit's jmp uses, so that a frame popped up to any point
+ * always holds what is not in registers yet: src/debug reads it so). */
+.macro POP_FRAME rax=0
 	pop %r15
 	pop %r14
 	pop %r13
@@ -69,14 +70,20 @@ tp_dbt_rt_enter:
 	pop %rbx
 	pop %rdx
 	pop %rcx
+	.if \rax
 	pop %rax
+	.else
+	popq %gs:TP_DBT_T_RAX
+	.endif
 	popfq
-	lea 128(%rsp), %rsp
+	pop %rsp
 .endm
 
 .macro ENTER_C fn
 	mov %rax, %gs:TP_DBT_T_NEXT /* what a signal meanwhile shows (rt-signal.c) */
-	lea -128(%rsp), %rsp
+	mov %rsp, %gs:TP_DBT_T_PRSP
+	mov %gs:TP_DBT_T_STACK, %rsp
+	pushq %gs:TP_DBT_T_PRSP
 	pushfq
 	pushq %gs:TP_DBT_T_RAX
 	push %rcx
@@ -95,13 +102,7 @@ tp_dbt_rt_enter:
 	push %r15
 	mov %rsp, %rbx
 	mov %rbx, %gs:TP_DBT_T_FRAME
-	mov %gs:TP_DBT_T_STACK, %rcx
-	mov %rcx, %rdx
-	sub %rsp, %rdx
-	cmp $TP_DBT_T_STACK_SIZE, %rdx
-	jbe 1f
-	mov %rcx, %rsp
-1:	sub $512, %rsp
+	sub $512, %rsp
 	and $-64, %rsp
 	fxsave64 (%rsp)
 	mov %rax, %rdi
@@ -112,6 +113,7 @@ tp_dbt_rt_enter:
 	fxrstor64 (%rsp)
 	mov %rbx, %rsp
 	POP_FRAME
+	mov %gs:TP_DBT_T_RAX, %rax
 	jmp *%gs:TP_DBT_T_NEXT
 .endm
 
@@ -220,14 +222,16 @@ tp_dbt_rt_sigtramp_go:
 tp_dbt_rt_sigtramp_end:
 	.size tp_dbt_rt_sigtramp, .-tp_dbt_rt_sigtramp
 
-/* void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame): the kernel's rt_sigreturn with
- * the frame at rsp; gs:FRAME is set once off the runtime's stack (rt-signal.c). */
+/* void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame, uint64_t prsp): the kernel's
+ * rt_sigreturn with the frame at rsp; gs:FRAME and gs:PRSP are set once off the runtime's
+ * stack (rt-signal.c). */
 	.globl tp_dbt_rt_sigreturn
 	.hidden tp_dbt_rt_sigreturn
 	.type tp_dbt_rt_sigreturn, @function
 tp_dbt_rt_sigreturn:
 	mov %rdi, %rsp
 	mov %rsi, %gs:TP_DBT_T_FRAME
+	mov %rdx, %gs:TP_DBT_T_PRSP
 	mov $15, %eax
 	syscall
 	ud2
@@ -244,7 +248,7 @@ tp_dbt_rt_leave:
 	mov $0x1001, %edi
 	syscall
 	mov %rax, 112(%rsp)	/* the frame's rax */
-	POP_FRAME
+	POP_FRAME rax=1
 	jmp *%rcx
 	.size tp_dbt_rt_leave, .-tp_dbt_rt_leave
 
@@ -267,6 +271,24 @@ TPL count_n
 	mov %rax, %gs:TP_DBT_T_COUNT
 	mov %gs:TP_DBT_T_RAX, %rax
 TPL count_end
+
+/* count += N (the lea's patched disp32) through a register the block's first instruction
+ * sets without reading it (rt-count.c), flags untouched and no rax to save: one template
+ * per register (rsp's unused), 32 bytes apart, their lengths after them */
+	.p2align 5
+TPL count_regs
+.irp reg, rax,rcx,rdx,rbx,rsp,rbp,rsi,rdi,r8,r9,r10,r11,r12,r13,r14,r15
+	.p2align 5
+.Lcr_\reg:
+	mov %gs:TP_DBT_T_COUNT, %\reg
+	lea 0x7fffffff(%\reg), %\reg
+	mov %\reg, %gs:TP_DBT_T_COUNT
+.Lcr_\reg\()_end:
+.endr
+TPL count_regs_len
+.irp reg, rax,rcx,rdx,rbx,rsp,rbp,rsi,rdi,r8,r9,r10,r11,r12,r13,r14,r15
+	.byte .Lcr_\reg\()_end - .Lcr_\reg
+.endr
 
 /* around a rep string instruction: count += max(rcx before - rcx after, 1), flags
  * untouched (bswap and movzx of dh instead of a compare) */

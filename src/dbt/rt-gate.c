@@ -8,7 +8,9 @@
 #include <time.h>
 #include <linux/futex.h>
 #include <linux/sched.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <asm/prctl.h>
 
@@ -56,9 +58,14 @@ static void fork_sync_wait(uint32_t *w, long child)
 	tp_raw2(SYS_munmap, w, 4096);
 }
 
-void tp_dbt_fork_sync_done(uint32_t *w)
+void tp_dbt_fork_sync_done(uint32_t *w, uint64_t resume)
 {
 	tp_dbt_cache_forked();
+	/* a debugger that follows the child takes it where it goes on (src/debug) */
+	if (tp_dbt.boot->flags & TP_DBT_BOOT_BREAK_FORKED) {
+		tp_dbt.boot->flags &= ~TP_DBT_BOOT_BREAK_FORKED;
+		tp_dbt_map_break(tp_dbt_map_program_pc(resume));
+	}
 	if (!w)
 		return;
 	__atomic_store_n(w, 1, __ATOMIC_RELEASE);
@@ -95,7 +102,7 @@ static long clone_raw(long nr, long a, long b, long c, long d, long e, struct tp
 static uint64_t clone_thread(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f,
 			     long nr, uint64_t flags)
 {
-	uint64_t all = ~0ull, sp = (uint64_t)(uintptr_t)(f + 1) + 128, top;
+	uint64_t all = ~0ull, sp = f->rsp, top;
 	struct clone_args args = {0};
 	struct tp_dbt_thread *nt = tp_dbt_thread_new();
 	long ret;
@@ -177,10 +184,90 @@ static uint64_t fork_here(uint64_t back, struct tp_dbt_frame *f, long nr)
 	else
 		ret = tp_raw0(nr);
 	if (!ret)
-		tp_dbt_fork_sync_done(sync);
+		tp_dbt_fork_sync_done(sync, back + SYSCALL_LEN);
 	else
 		fork_sync_wait(sync, ret);
 	note(TP_AGENT_ST_FORKED);
+	return refuse(back, f, ret);
+}
+
+/* ---- execve, followed ---- */
+
+/* May tracepad attach for the execve of @f?  1: yes; 0: not when the image gains privileges
+ * (setuid, setgid, file capabilities: under ptrace the kernel would run it without them);
+ * -1: there is no regular file to run (the call fails as natively, nothing to follow). */
+static int exec_plain(struct tp_dbt_frame *f, long nr)
+{
+	struct stat st;
+	long dirfd = AT_FDCWD, flags = 0, r;
+	uint64_t path = f->rdi;
+	char cap[8];
+
+	if (nr == SYS_execveat) {
+		dirfd = (long)(int)f->rdi;
+		path = f->rsi;
+		flags = (long)(int)f->r8 & (AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+	}
+	if (tp_raw4(SYS_newfstatat, dirfd, path, &st, flags) || !S_ISREG(st.st_mode))
+		return -1;
+	if (st.st_mode & (S_ISUID | S_ISGID))
+		return 0;
+	if ((flags & AT_EMPTY_PATH) && dirfd != AT_FDCWD)
+		r = tp_raw4(SYS_fgetxattr, dirfd, "security.capability", cap, sizeof(cap));
+	else if (dirfd == AT_FDCWD)
+		r = tp_raw4(SYS_getxattr, path, "security.capability", cap, sizeof(cap));
+	else
+		return 0; /* relative to a directory fd: no getxattr for it, taken as privileged */
+	return r == -ENODATA || r == -ENOTSUP;
+}
+
+/* Ask tracepad to attach for an execve of thread @t (the counted process's): 1 once it
+ * has, 0 when it refused, is gone or did not answer within 5 s. */
+static int exec_ask(struct tp_agent_ctl *ctl, struct tp_dbt_thread *t)
+{
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	int32_t ack = 0;
+
+	__atomic_store_n(&ctl->exec_ack, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ctl->exec_failed, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&ctl->exec_tid, t->tid, __ATOMIC_RELEASE);
+	tp_raw3(SYS_futex, &ctl->exec_tid, FUTEX_WAKE, 1);
+	for (int i = 0; i < 500; i++) {
+		ack = __atomic_load_n(&ctl->exec_ack, __ATOMIC_ACQUIRE);
+		if (ack || tp_raw2(SYS_kill, ctl->tracer_pid, 0) == -ESRCH)
+			break;
+		tp_raw4(SYS_futex, &ctl->exec_ack, FUTEX_WAIT, 0, &ts);
+	}
+	__atomic_store_n(&ctl->exec_tid, 0, __ATOMIC_RELEASE);
+	return ack == t->tid;
+}
+
+/* execve of the counted process: with tracepad attached for it, made here, so that
+ * tracepad takes the new image over at its exec stop as it took the first (the count goes
+ * on there); a call that fails returns as natively, and tracepad lets go.  Else the call
+ * runs in the cache after the gate, as every system call (the runtime's lock let go: a
+ * vfork child's would be its parent's), and the new image natively: what ran up to here is
+ * the count.  A forked child's execve (not counted) and one of no file are not noted. */
+static uint64_t exec_here(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt_frame *f, long nr)
+{
+	struct tp_agent_ctl *ctl = tp_dbt.ctl;
+	int plain;
+	long ret;
+
+	if (!ctl || tp_raw0(SYS_getpid) != tp_dbt.pid || (plain = exec_plain(f, nr)) < 0)
+		return back;
+	if (!plain || !ctl->exec_follow || ctl->tracer_pid <= 0 || !exec_ask(ctl, t)) {
+		note(TP_AGENT_ST_EXEC);
+		return back;
+	}
+	note(TP_AGENT_ST_EXEC_FOLLOWED);
+	if (nr == SYS_execveat)
+		ret = tp_raw6(nr, f->rdi, f->rsi, f->rdx, f->r10, f->r8, 0);
+	else
+		ret = tp_raw3(nr, f->rdi, f->rsi, f->rdx);
+	/* still here: the call failed */
+	__atomic_store_n(&ctl->exec_failed, 1, __ATOMIC_RELEASE);
+	tp_raw3(SYS_futex, &ctl->exec_tid, FUTEX_WAKE, 1);
 	return refuse(back, f, ret);
 }
 
@@ -230,14 +317,17 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 	uint64_t flags, stack;
 
 	/* a vfork child shares this block with its parent until it execs or exits: what it
-	 * ran is not the parent's, as under the other engines */
+	 * ran is not the parent's, as under the other engines.  Every execve it tries takes its
+	 * count out (execvp tries each PATH entry: a failed one goes on in the child); the
+	 * parent, back, is the one to end the vfork. */
 	if (t->vfork_pending && tp_raw0(SYS_getpid) != tp_dbt.pid &&
 	    (nr == SYS_execve || nr == SYS_execveat || nr == SYS_exit || nr == SYS_exit_group)) {
 		tp_dbt_count_set(t, t->vfork_count);
 		tp_dbt_client_vfork(t, 1);
-		t->vfork_pending = 0;
 		return back;
 	}
+	if (t->vfork_pending && tp_raw0(SYS_getpid) == tp_dbt.pid)
+		t->vfork_pending = 0;
 	{
 		uint64_t args[6] = {f->rdi, f->rsi, f->rdx, f->r10, f->r8, f->r9};
 
@@ -253,10 +343,8 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 		return back;
 	case SYS_execve:
 	case SYS_execveat:
-		/* the new image is not taken over: what ran up to here is the count */
 		tp_dbt_flush_all();
-		note(TP_AGENT_ST_EXEC);
-		return back;
+		return exec_here(t, back, f, nr);
 	case SYS_vfork:
 		t->vfork_pin = back;
 		t->vfork_count = tp_dbt_count(t);
@@ -337,12 +425,10 @@ static uint64_t on_syscall(struct tp_dbt_thread *t, uint64_t back, struct tp_dbt
 			      tp_dbt_sigaction((long)f->rdi, (const void *)(uintptr_t)f->rsi,
 					       (void *)(uintptr_t)f->rdx, (long)f->r10));
 	case SYS_sigaltstack:
-		return refuse(
-		    back, f,
-		    tp_dbt_sigaltstack(t, f->rdi, f->rsi, (uint64_t)(uintptr_t)(f + 1) + 128));
+		return refuse(back, f, tp_dbt_sigaltstack(t, f->rdi, f->rsi, f->rsp));
 	case SYS_rt_sigreturn:
 		/* the frame is at the program's stack pointer; this does not return */
-		return tp_dbt_sig_return((uint64_t)(uintptr_t)(f + 1) + 128);
+		return tp_dbt_sig_return(f->rsp);
 	case SYS_arch_prctl:
 		if (f->rdi == ARCH_SET_FS) {
 			long ret = tp_raw2(SYS_arch_prctl, ARCH_SET_FS, f->rsi);

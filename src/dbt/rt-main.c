@@ -326,6 +326,16 @@ struct tp_dbt_thread *tp_dbt_thread_new(void)
 	if (!tp_dbt.threads)
 		tp_dbt_populate(t->table, THREAD_TABLE, 1);
 	tp_raw3(SYS_mprotect, t->alt - 4096, 4096, PROT_NONE);
+	/* every block but the first is made for the program's clone or fork by the gate, in the
+	 * C code its entry into the runtime went to after saving the program's x87/SSE
+	 * registers below the frame it pushed (rt-entry.S): the new thread starts with them */
+	if (tp_dbt.main) {
+		const struct tp_dbt_thread *self = tp_dbt_self();
+
+		memcpy(t->fx, (const void *)(uintptr_t)((self->frame - sizeof(t->fx)) & ~63ull),
+		       sizeof(t->fx));
+		t->has_fx = 1;
+	}
 	t->link = tp_dbt.threads;
 	tp_dbt_client_thread_new(t);
 	__atomic_store_n(&tp_dbt.threads, t, __ATOMIC_RELEASE);
@@ -340,9 +350,15 @@ void tp_dbt_thread_start(struct tp_dbt_thread *t)
 	tp_dbt_sig_thread(t, t->forked ? &t->prog_ss : NULL);
 	if (t->forked) {
 		/* the parent held the lock as it cloned: this process's copy is free */
-		tp_dbt_fork_sync_done(t->sync);
+		tp_dbt_fork_sync_done(t->sync, t->entry);
 		tp_dbt.lock = 0;
 	}
+	/* a signal from here on finds the program at its first instruction (rt-signal.c) */
+	t->prsp = t->regs.rsp;
+	t->next = t->entry;
+	/* the program's x87/SSE registers (C uses xmm ones): none is used from here on */
+	if (t->has_fx)
+		__asm__ volatile("fxrstor64 %0" : : "m"(*(const uint8_t(*)[512])t->fx));
 	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &t->mask, NULL, 8);
 	tp_dbt_rt_enter(&t->regs, t->entry);
 	__builtin_unreachable();

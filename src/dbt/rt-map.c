@@ -97,7 +97,7 @@ static int map_init(void)
 
 	if (M.ready)
 		return M.ready > 0;
-	at = map_file(TP_DBT_MAP_AT, &fd);
+	at = tp_dbt.boot->flags & TP_DBT_BOOT_UNPUBLISHED ? -EPERM : map_file(TP_DBT_MAP_AT, &fd);
 	if (tp_raw_failed(at)) {
 		/* still the signal handlers' map, only not shared */
 		at = tp_raw6(SYS_mmap, TP_DBT_MAP_AT, TP_DBT_MAP_SIZE, PROT_READ | PROT_WRITE,
@@ -264,7 +264,7 @@ static void bp_plant(const struct area *a, uint64_t cache, uint64_t pc)
 /* @need bytes from @base are about to be written: fault them in, and a step more. */
 static void ahead(uint8_t *base, uint64_t *in, uint64_t need, uint64_t cap)
 {
-	uint64_t to = need + TP_DBT_POPULATE_STEP;
+	uint64_t to = need + tp_dbt_populate_step(*in);
 
 	if (need <= *in)
 		return;
@@ -316,7 +316,8 @@ void tp_dbt_map_commit(uint64_t chunk, uint64_t chunk_rw, uint64_t cache, size_t
 	a->pub->used = a->used;
 	__atomic_store_n(&a->pub->nrec, a->nrec, __ATOMIC_RELEASE);
 	__atomic_add_fetch(&M.head->gen, 1, __ATOMIC_RELEASE);
-	bp_plant(a, cache, pc);
+	if (M.fd >= 0)
+		bp_plant(a, cache, pc);
 }
 
 static const struct tp_dbt_map_rec *rec_at(const struct area *a, uint64_t i)
@@ -476,6 +477,55 @@ void tp_dbt_map_unbreak_all(void)
 	for (uint32_t i = 0; i < TP_DBT_MAP_BPS; i++)
 		M.bps[i].state = TP_DBT_BP_FREE;
 	M.head->nbps = 0;
+}
+
+void tp_dbt_map_break(uint64_t pc)
+{
+	uint64_t i = tp_dbt_map_bp_hash(pc, TP_DBT_MAP_BPS);
+	struct tp_dbt_map_bp *slot = NULL;
+
+	if (M.ready <= 0 || !pc)
+		return;
+	for (int k = 0; k < TP_DBT_MAP_BPS; k++, i = (i + 1) & (TP_DBT_MAP_BPS - 1)) {
+		struct tp_dbt_map_bp *b = &M.bps[i];
+
+		if (b->state == TP_DBT_BP_SET && b->pc == pc)
+			return; /* the debugger's own: the trap is the same */
+		if (b->state != TP_DBT_BP_SET && !slot)
+			slot = b;
+		if (b->state == TP_DBT_BP_FREE)
+			break;
+	}
+	if (!slot)
+		return;
+	slot->pc = pc;
+	slot->orig = *(const uint8_t *)(uintptr_t)pc;
+	__atomic_store_n(&slot->state, TP_DBT_BP_SET, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&M.head->nbps, 1, __ATOMIC_SEQ_CST);
+	/* the copies translated already; later ones get it as they are translated */
+	for (int k = 0; k < M.nareas; k++) {
+		const struct area *a = &M.areas[k];
+
+		for (uint64_t j = 0; j < a->nrec; j++) {
+			const struct tp_dbt_map_rec *r = rec_at(a, j);
+
+			if (!r || r->cache - a->rx >= TP_DBT_CHUNK_SIZE ||
+			    r->len > TP_DBT_CHUNK_SIZE - (r->cache - a->rx) || r->pc > pc ||
+			    (r->flags & TP_DBT_REC_STALE))
+				continue;
+			for (uint32_t n = 0; n < r->n && n < MARKS; n++) {
+				const struct tp_dbt_map_mark *m = &r->mark[n];
+
+				if (m->prog >> TP_DBT_MK_SHIFT == TP_DBT_MK_INSN &&
+				    r->pc + (m->prog & TP_DBT_MK_OFF) == pc &&
+				    m->cache_off < r->len)
+					__atomic_store_n((uint8_t *)(uintptr_t)(a->rw +
+										(r->cache - a->rx) +
+										m->cache_off),
+							 INT3, __ATOMIC_RELEASE);
+			}
+		}
+	}
 }
 
 void tp_dbt_map_forked(void)

@@ -13,10 +13,10 @@
 
 #define TP_DBT_HIDDEN __attribute__((visibility("hidden")))
 
-/* The registers ENTER_C saved (rt-entry.S), lowest address first. */
+/* The registers ENTER_C saved on the runtime's stack (rt-entry.S), lowest address first. */
 struct tp_dbt_frame {
 	uint64_t r15, r14, r13, r12, r11, r10, r9, r8, rdi, rsi, rbp, rbx, rdx, rcx, rax;
-	uint64_t rflags;
+	uint64_t rflags, rsp;
 };
 
 /* The scratch slots of a thread as a signal found them (rt-signal.c). */
@@ -24,9 +24,11 @@ struct tp_dbt_saved {
 	uint64_t uc, rax, rcx0, rdx, next, arg, ibl_rcx, ibl_rdx;
 	uint64_t count[TP_DBT_NCELLS]; /* each cell of the count */
 	uint64_t cache_pc, prog_pc;    /* the interrupted pc, and what the handler was shown */
-	uint64_t frame, stack;	       /* the thread's entry frame and runtime stack top */
+	uint64_t frame, stack, prsp;   /* the thread's entry frame, runtime stack top, PRSP */
+	uint64_t rt_rsp; /* the interrupted rsp on the runtime's stack (PRSP shown instead), or 0 */
 };
 #define TP_DBT_SAVES 32
+#define TP_DBT_PENDING 8
 
 /* The per-thread block behind %gs: the fixed part of rt-abi.h (TP_DBT_T_SIZE bytes), then
  * the runtime's own. */
@@ -34,15 +36,17 @@ struct tp_dbt_thread {
 	uint64_t rax, rcx0, count, next, ibl_rcx, ibl_rdx, arg, direct, ibl, gate, table, rdx, self;
 	uint64_t miss, stack, frame;
 	uint64_t cells[TP_DBT_NCELLS - 1]; /* the count's other cells (rt-abi.h) */
-	uint64_t flushed;		   /* part of count already added to the control block */
-	uint64_t vfork_count;		   /* count when a vfork child started sharing this block */
+	uint64_t prsp;
+	uint64_t flushed;     /* part of count already added to the control block */
+	uint64_t vfork_count; /* count when a vfork child started sharing this block */
 	int vfork_pending;
 	int nsave;
 	struct tp_dbt_saved save[TP_DBT_SAVES];
-	/* in the runtime's C code, which a handler must not re-enter: signals are deferred */
+	/* in the runtime's C code, which a handler must not re-enter: signals are deferred, one
+	 * of each standard signal as the kernel keeps them, real-time ones queued */
 	int in_c;
 	int npending;
-	siginfo_t pending;
+	siginfo_t pending[TP_DBT_PENDING];
 	/* threads: each has its block, lookup table and start-up stack in one mapping */
 	struct tp_dbt_thread *link; /* every thread the process started, newest first */
 	int32_t tid;
@@ -66,6 +70,10 @@ struct tp_dbt_thread {
 	uint64_t vfork_pin; /* where it comes back from a vfork */
 	int in_dispatch;    /* in the dispatcher: it goes on in the current cache */
 	int exiting, dead;  /* it made exit; the kernel said it is gone */
+	/* a new thread's or process's x87/SSE registers, its parent's at the clone or fork (the
+	 * runtime's C code that made it uses xmm registers): put back as it enters the cache */
+	int has_fx;
+	uint8_t fx[512] __attribute__((aligned(64)));
 };
 
 /* The process-wide state of the runtime. */
@@ -90,7 +98,16 @@ long tp_dbt_mmap(size_t size, int prot, int flags, int fd) TP_DBT_HIDDEN;
  * to fill: in a VM a fault taken a page at a time costs 15-25 us, more than the work on the
  * page).  Best effort: before Linux 5.14 (EINVAL) the pages fault as they are touched. */
 void tp_dbt_populate(uint64_t at, uint64_t len, int write) TP_DBT_HIDDEN;
-#define TP_DBT_POPULATE_STEP (256ull << 10) /* how far ahead, at least */
+#define TP_DBT_POPULATE_STEP (256ull << 10) /* how far ahead, at most */
+/* How far ahead to fault in a region of which @done bytes are in already: as far again,
+ * from 32 KiB to TP_DBT_POPULATE_STEP (a page faulted in and never used costs a twentieth
+ * of a fault, and a short run uses a few KiB of most regions). */
+static inline uint64_t tp_dbt_populate_step(uint64_t done)
+{
+	return done < (32ull << 10)	     ? 32ull << 10
+	       : done > TP_DBT_POPULATE_STEP ? TP_DBT_POPULATE_STEP
+					     : done;
+}
 /* Record why the run cannot go on correctly (the first reason only) for tracepad. */
 void tp_dbt_fail(const char *what, uint64_t pc) TP_DBT_HIDDEN;
 /* Add the calling thread's count to the control block (what was not added before). */
@@ -140,8 +157,9 @@ int tp_dbt_cache_init(void) TP_DBT_HIDDEN;
 uint64_t tp_dbt_lookup(uint64_t pc) TP_DBT_HIDDEN;
 /* In a forked child: chunks of its own, copies of the parent's (which it shared). */
 void tp_dbt_cache_forked(void) TP_DBT_HIDDEN;
-/* rt-gate.c: the same, then the parent waiting on @sync may go on. */
-void tp_dbt_fork_sync_done(uint32_t *sync) TP_DBT_HIDDEN;
+/* rt-gate.c: the same, then the parent waiting on @sync may go on; the child goes on at cache
+ * address @resume. */
+void tp_dbt_fork_sync_done(uint32_t *sync, uint64_t resume) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_direct(uint64_t stub, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 uint64_t tp_dbt_dispatch_indirect(uint64_t pc, struct tp_dbt_frame *f) TP_DBT_HIDDEN;
 
@@ -178,6 +196,9 @@ void tp_dbt_map_stale(uint64_t start, uint64_t end) TP_DBT_HIDDEN;
 void tp_dbt_map_forked(void) TP_DBT_HIDDEN;
 /* A forked child of a debugged program (gdb detached it): its copy keeps no breakpoint. */
 void tp_dbt_map_unbreak_all(void) TP_DBT_HIDDEN;
+/* A breakpoint of the runtime's own at @pc, in every copy now and later (a forked child of a
+ * debugged program stops there for the debugger, which removes it). */
+void tp_dbt_map_break(uint64_t pc) TP_DBT_HIDDEN;
 void tp_dbt_map_chunk(uint64_t chunk, uint64_t chunk_rw) TP_DBT_HIDDEN;
 /* The chunk at @chunk is emptied to be filled again: its records go. */
 void tp_dbt_map_reset(uint64_t chunk) TP_DBT_HIDDEN;
@@ -224,7 +245,8 @@ void tp_dbt_rt_miss(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_gate(void) TP_DBT_HIDDEN;
 void tp_dbt_rt_sigtramp(void) TP_DBT_HIDDEN;
 extern const char tp_dbt_rt_sigtramp_go[], tp_dbt_rt_sigtramp_end[] TP_DBT_HIDDEN;
-__attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame) TP_DBT_HIDDEN;
+__attribute__((noreturn)) void tp_dbt_rt_sigreturn(uint64_t rsp, uint64_t frame,
+						   uint64_t prsp) TP_DBT_HIDDEN;
 /* Out of the cache for good: arch_prctl(ARCH_SET_GS, @gs), then the program's registers in
  * @f (rcx: where it goes on). */
 __attribute__((noreturn)) void tp_dbt_rt_leave(struct tp_dbt_frame *f, uint64_t gs) TP_DBT_HIDDEN;

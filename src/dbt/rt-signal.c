@@ -245,19 +245,20 @@ static int move_frame(struct tp_dbt_thread *t, int sig, struct tp_dbt_sigio *io)
 	sp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
 	if (io->frame < t->alt || io->frame >= top || (sp > t->alt && sp <= top))
 		return 0;
-	/* In the runtime's C code (a deferred signal sent again as it returns), the program is
-	 * where it entered: the handler runs as it would have there, below the registers the
-	 * entry pushed, and the handler's own entries into C run below the live ones. */
+	/* On the runtime's stack (an entry into C, or a deferred signal sent again as its C
+	 * code returns), the program is where it entered, its rsp in PRSP: the handler runs as
+	 * it would have there, and its own entries into C run below the live ones. */
 	in_rt = sp <= t->self && t->self - sp <= TP_DBT_T_STACK_SIZE; /* the stack ends at t */
 	if (in_rt) {
 		t->stack = (sp - 128) & ~63ull;
-		sp = t->frame + 256;
+		sp = t->prsp;
+		uc->uc_mcontext.gregs[REG_RSP] = (greg_t)sp; /* put back at sigreturn */
 	}
 	ss = prog_stack(t, sp);
 	if (how[sig].onstack && !ss.ss_flags)
 		dest = (uint64_t)(uintptr_t)ss.ss_sp + ss.ss_size;
 	else
-		dest = in_rt ? t->frame : sp - 128;
+		dest = sp - 128;
 	dest &= ~63ull; /* the kernel's alignment of the fpu state is kept */
 	shift = dest - top;
 	len = top - io->frame;
@@ -278,26 +279,41 @@ static int move_frame(struct tp_dbt_thread *t, int sig, struct tp_dbt_sigio *io)
 	return 0;
 }
 
+/* A signal that came while the runtime's C code ran, kept for tp_dbt_c_leave(): one of each
+ * standard signal, as the kernel keeps them pending (a second instance merges); real-time
+ * ones queue, up to TP_DBT_PENDING in all (the kernel's own queue has a limit too). */
+static void defer(struct tp_dbt_thread *t, const siginfo_t *si)
+{
+	int n = t->npending;
+
+	if (si->si_signo < 32) /* the kernel's first real-time signal */
+		for (int i = 0; i < n; i++)
+			if (t->pending[i].si_signo == si->si_signo)
+				return;
+	if (n < TP_DBT_PENDING) {
+		t->pending[n] = *si;
+		t->npending = n + 1;
+	}
+}
+
 uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 {
 	struct tp_dbt_thread *t = tp_dbt_self();
 	siginfo_t *si = (siginfo_t *)(uintptr_t)io->si;
 	ucontext_t *uc = (ucontext_t *)(uintptr_t)io->uc;
-	uint64_t h = sig > 0 && sig < 65 ? handlers[sig] : 0, frame, stack;
+	uint64_t h = sig > 0 && sig < 65 ? handlers[sig] : 0, frame, stack, prsp, rsp;
 	int n;
 
 	if (sig == SIGSEGV && segv.own && !(h = segv_enter(t, si, uc)))
 		return 0;
 	if (__atomic_load_n(&t->in_c, __ATOMIC_SEQ_CST)) {
-		/* one deferred signal a thread, as the kernel keeps one of each standard one */
-		if (!t->npending) {
-			t->pending = *si;
-			t->npending = 1;
-		}
+		defer(t, si);
 		return 0;
 	}
 	frame = t->frame;
 	stack = t->stack;
+	prsp = t->prsp;
+	rsp = (uint64_t)uc->uc_mcontext.gregs[REG_RSP];
 	if (sig > 0 && sig < 65)
 		move_frame(t, sig, io);
 	uc = (ucontext_t *)(uintptr_t)io->uc;
@@ -311,6 +327,8 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 
 		s->frame = frame;
 		s->stack = stack;
+		s->prsp = prsp;
+		s->rt_rsp = rsp != (uint64_t)uc->uc_mcontext.gregs[REG_RSP] ? rsp : 0;
 		s->uc = (uint64_t)(uintptr_t)uc;
 		s->rax = t->rax;
 		s->rcx0 = t->rcx0;
@@ -350,6 +368,8 @@ uint64_t tp_dbt_sig_enter(int sig, struct tp_dbt_sigio *io)
 	return h;
 }
 
+_Static_assert(offsetof(struct tp_dbt_thread, prsp) == TP_DBT_T_PRSP, "the program's rsp");
+
 extern const uint8_t tp_dbt_tpl_count[], tp_dbt_tpl_count_w[], tp_dbt_tpl_count_n[];
 extern const uint8_t tp_dbt_tpl_rep_post[], tp_dbt_tpl_rep_w[], tp_dbt_tpl_rep_w2[];
 
@@ -361,6 +381,49 @@ static int in_template(uint64_t pc, const uint8_t *tpl, const uint8_t *at, const
 
 	return tp_dbt_in_runtime(start) && tp_dbt_in_runtime(start + (uint64_t)(cmp_end - tpl)) &&
 	       !memcmp((const void *)(uintptr_t)start, tpl, (size_t)(cmp_end - tpl));
+}
+
+extern const uint8_t tp_dbt_tpl_count_regs[], tp_dbt_tpl_count_regs_len[];
+
+/* Is there a copy of the count's template through the register @r at @start (its two
+ * disp32 and the lea's not compared)? */
+static int at_count_reg(uint64_t start, int r)
+{
+	const uint8_t *t = tp_dbt_tpl_count_regs + 32 * r, *p = (const uint8_t *)(uintptr_t)start;
+	size_t n = tp_dbt_tpl_count_regs_len[r];
+
+	return tp_dbt_in_runtime(start) && tp_dbt_in_runtime(start + n) && !memcmp(p, t, 5) &&
+	       !memcmp(p + 9, t + 9, n - 22) && !memcmp(p + n - 9, t + n - 9, 5);
+}
+
+/* The same for the count's templates through a dead register (rt-count.c): interrupted
+ * after its load, at the lea or the store, that register holds the cell's value. */
+static void count_fix_reg(ucontext_t *uc, struct tp_dbt_thread *t, const struct tp_dbt_saved *s)
+{
+	static const int greg[16] = {REG_RAX, REG_RCX, REG_RDX, REG_RBX, REG_RSP, REG_RBP,
+				     REG_RSI, REG_RDI, REG_R8,	REG_R9,	 REG_R10, REG_R11,
+				     REG_R12, REG_R13, REG_R14, REG_R15};
+	uint64_t pc = (uint64_t)uc->uc_mcontext.gregs[REG_RIP], start;
+	int32_t off;
+
+	for (int r = 0; r < 16; r++) {
+		size_t n = tp_dbt_tpl_count_regs_len[r];
+
+		if (r == 4)
+			continue;
+		if (at_count_reg(pc - 9, r))
+			start = pc - 9;
+		else if (at_count_reg(pc - (n - 9), r))
+			start = pc - (n - 9);
+		else
+			continue;
+		memcpy(&off, (const void *)(uintptr_t)(start + 5), 4);
+		for (int k = 0; k < TP_DBT_NCELLS; k++)
+			if (off == TP_DBT_CELL_OFF(k))
+				uc->uc_mcontext.gregs[greg[r]] +=
+				    (greg_t)(*tp_dbt_cell(t, k) - s->count[k]);
+		return;
+	}
 }
 
 /* The count is read, added to and stored back by several instructions: a handler that
@@ -388,6 +451,8 @@ static void count_fix(ucontext_t *uc, struct tp_dbt_thread *t, const struct tp_d
 		*rdx += (greg_t)(t->count - s->count[0]);
 	} else if (in_template(pc, tp_dbt_tpl_rep_post, tp_dbt_tpl_rep_w2, tp_dbt_tpl_rep_w)) {
 		*rax += (greg_t)(t->count - s->count[0]);
+	} else {
+		count_fix_reg(uc, t, s);
 	}
 }
 
@@ -399,7 +464,7 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 	ucontext_t *uc = (ucontext_t *)(uintptr_t)rsp;
 	greg_t *rip = &uc->uc_mcontext.gregs[REG_RIP];
 	struct tp_dbt_saved *s = NULL;
-	uint64_t frame = t->frame;
+	uint64_t frame = t->frame, prsp = t->prsp;
 
 	/* frames of handlers that longjmp'd out are dropped on the way */
 	while (t->nsave > 0) {
@@ -441,6 +506,9 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 		t->arg = s->arg;
 		t->ibl_rcx = s->ibl_rcx;
 		t->ibl_rdx = s->ibl_rdx;
+		prsp = s->prsp;
+		if (s->rt_rsp && (uint64_t)uc->uc_mcontext.gregs[REG_RSP] == prsp)
+			uc->uc_mcontext.gregs[REG_RSP] = (greg_t)s->rt_rsp;
 		count_fix(uc, t, s);
 	}
 	tp_dbt_client_signal(t, NULL, uc);
@@ -448,9 +516,10 @@ uint64_t tp_dbt_sig_return(uint64_t rsp)
 	if (tp_dbt_in_runtime((uint64_t)*rip))
 		tp_dbt_cache_pin(t, (uint64_t)*rip);
 	tp_dbt_c_leave(t);
-	/* the entry frame of C code this handler interrupted, once off the runtime's stack: a
-	 * signal sent again by tp_dbt_c_leave() runs below this call's own */
-	tp_dbt_rt_sigreturn(rsp, frame);
+	/* the entry frame and PRSP of the code this handler interrupted, once off the runtime's
+	 * stack: until then, a signal sent again by tp_dbt_c_leave() has its frame moved below
+	 * the program's rsp of this call's entry, not over the frame at rsp */
+	tp_dbt_rt_sigreturn(rsp, frame, prsp);
 	return 0;
 }
 
@@ -529,14 +598,23 @@ long tp_dbt_sigaction(long sig, const struct tp_ksigaction *act, struct tp_ksiga
 
 void tp_dbt_c_leave(struct tp_dbt_thread *t)
 {
-	siginfo_t si;
+	siginfo_t si[TP_DBT_PENDING];
+	uint64_t all = ~0ull, mask;
+	int n, pid, tid;
 
 	tp_dbt_unlock();
 	__atomic_store_n(&t->in_c, 0, __ATOMIC_SEQ_CST);
 	if (!__atomic_load_n(&t->npending, __ATOMIC_SEQ_CST))
 		return;
-	si = t->pending;
+	/* taken with every signal blocked (a handler's own C code would send them too), sent
+	 * again with their siginfo, and delivered as the mask comes back */
+	tp_raw4(SYS_rt_sigprocmask, SIG_BLOCK, &all, &mask, 8);
+	n = t->npending;
+	memcpy(si, t->pending, (size_t)n * sizeof(si[0]));
 	t->npending = 0;
-	/* delivered as this call returns, with its siginfo */
-	tp_raw4(SYS_rt_tgsigqueueinfo, tp_raw0(SYS_getpid), tp_dbt_gettid(), si.si_signo, &si);
+	pid = (int)tp_raw0(SYS_getpid);
+	tid = tp_dbt_gettid();
+	for (int i = 0; i < n; i++)
+		tp_raw4(SYS_rt_tgsigqueueinfo, pid, tid, si[i].si_signo, &si[i]);
+	tp_raw4(SYS_rt_sigprocmask, SIG_SETMASK, &mask, NULL, 8);
 }

@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
@@ -12,7 +14,8 @@
 #include "dbt/rt-priv.h"
 #include "rt/raw.h"
 
-#define PAGES_BITS 16
+#define PAGES_BITS 16	 /* the page table's size, at most */
+#define PAGES_MIN_BITS 8 /* at first: a page of memory */
 #define RANGES 1024
 
 enum {
@@ -37,40 +40,68 @@ struct range {
 
 static struct {
 	struct page *pages; /* open addressing, never shrinks (states change instead) */
+	unsigned bits;	    /* of its size, doubled when half full */
 	uint64_t npages;
 	uint64_t nguarded;
 	struct range *ranges;
-	int nranges, ranges_ok;
+	int nranges, ranges_ok; /* ranges_ok: S.ranges is all of /proc/self/maps */
+	int no_query;		/* the kernel does not answer PROCMAP_QUERY */
 	char buf[4096];
 } S;
 
-static uint64_t hash(uint64_t page)
+static uint64_t hash(uint64_t page, unsigned bits)
 {
-	return (page * 0x9e3779b97f4a7c15ull) >> (64 - PAGES_BITS);
+	return (page * 0x9e3779b97f4a7c15ull) >> (64 - bits);
+}
+
+/* The table at twice its size (the old one stays unused: the heap never frees); -ENOMEM. */
+static int grow(void)
+{
+	struct page *old = S.pages, *t;
+	uint64_t n = 1ull << S.bits, mask = (2ull << S.bits) - 1;
+
+	if (S.bits >= PAGES_BITS || !(t = tp_dbt_alloc(sizeof(struct page) << (S.bits + 1))))
+		return -ENOMEM;
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t i;
+
+		if (old[k].state == P_FREE)
+			continue;
+		for (i = hash(old[k].page, S.bits + 1); t[i].state != P_FREE; i = (i + 1) & mask)
+			;
+		t[i] = old[k];
+	}
+	S.pages = t;
+	S.bits++;
+	return 0;
 }
 
 /* The slot of @page, added (P_UNKNOWN) when @add; NULL when absent or the table is full. */
 static struct page *find(uint64_t page, int add)
 {
-	uint64_t mask = (1ull << PAGES_BITS) - 1;
+	uint64_t mask;
 
 	if (!S.pages) {
 		if (!add)
 			return NULL;
-		S.pages = tp_dbt_alloc(sizeof(struct page) << PAGES_BITS);
+		S.bits = PAGES_MIN_BITS;
+		S.pages = tp_dbt_alloc(sizeof(struct page) << S.bits);
 		S.ranges = tp_dbt_alloc(sizeof(struct range) * RANGES);
 		if (!S.pages || !S.ranges) {
 			S.pages = NULL;
 			return NULL;
 		}
 	}
-	for (uint64_t i = hash(page);; i = (i + 1) & mask) {
+	if (add && S.npages >= (1ull << S.bits) / 2)
+		grow(); /* full at the largest size: the page is not added */
+	mask = (1ull << S.bits) - 1;
+	for (uint64_t i = hash(page, S.bits);; i = (i + 1) & mask) {
 		struct page *p = &S.pages[i];
 
 		if (p->state != P_FREE && p->page == page)
 			return p;
 		if (p->state == P_FREE) {
-			if (!add || S.npages >= (1ull << PAGES_BITS) / 2)
+			if (!add || S.npages >= (1ull << S.bits) / 2)
 				return NULL;
 			S.npages++;
 			p->page = page;
@@ -126,11 +157,65 @@ static int ranges_read(void)
 	return n < 0 ? (int)n : 0;
 }
 
-/* The program's protection of @page, or -errno. */
+/* PROCMAP_QUERY (Linux 6.11, <linux/fs.h>, not in older headers): the one mapping at an
+ * address, without formatting and parsing the whole of /proc/self/maps. */
+struct procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define PROCMAP_QUERY_IOC _IOWR('f', 17, struct procmap_query)
+
+/* The mapping at @at into S.ranges: 1, 0 when none is there, -errno when the kernel cannot
+ * say (S.no_query set when it does not know the query). */
+static int range_query(uint64_t at)
+{
+	struct procmap_query q = {.size = sizeof(q), .query_addr = at};
+	long fd = tp_raw3(SYS_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0), err;
+	struct range *r;
+
+	if (fd < 0)
+		return (int)fd;
+	err = tp_raw3(SYS_ioctl, fd, PROCMAP_QUERY_IOC, &q);
+	tp_raw1(SYS_close, fd);
+	if (err == -ENOENT)
+		return 0;
+	if (err) {
+		S.no_query = 1;
+		return (int)err;
+	}
+	if (S.nranges >= RANGES)
+		S.nranges = 0;
+	r = &S.ranges[S.nranges++];
+	r->start = q.vma_start;
+	r->end = q.vma_end;
+	/* the query's flags are PROT_READ, PROT_WRITE and PROT_EXEC's bits */
+	r->prot = (uint32_t)(q.vma_flags & (PROT_READ | PROT_WRITE | PROT_EXEC));
+	return 1;
+}
+
+static long range_prot(uint64_t at)
+{
+	for (int i = 0; i < S.nranges; i++)
+		if (at >= S.ranges[i].start && at < S.ranges[i].end)
+			return S.ranges[i].prot;
+	return -ENOENT;
+}
+
+/* The program's protection of @page, or -errno.  S.ranges holds the mappings looked up
+ * since the program last mapped (one at a time where the kernel answers PROCMAP_QUERY:
+ * reading the whole of /proc/self/maps at each change was 5% of /bin/true's start-up). */
 static long prot_of(uint64_t page)
 {
 	uint64_t at = page << 12;
+	long prot = range_prot(at);
+	int found;
 
+	if (prot >= 0)
+		return prot;
+	if (!S.no_query && (found = range_query(at)) >= 0)
+		return found ? range_prot(at) : -ENOENT;
 	for (int pass = 0; pass < 2; pass++) {
 		if (pass || !S.ranges_ok) {
 			int err = ranges_read();
@@ -138,9 +223,8 @@ static long prot_of(uint64_t page)
 			if (err)
 				return err;
 		}
-		for (int i = 0; i < S.nranges; i++)
-			if (at >= S.ranges[i].start && at < S.ranges[i].end)
-				return S.ranges[i].prot;
+		if ((prot = range_prot(at)) >= 0)
+			return prot;
 	}
 	return -ENOENT;
 }
@@ -230,12 +314,13 @@ void tp_dbt_smc_forget(uint64_t start, uint64_t len)
 	uint64_t first = start >> 12, last = (start + len - 1) >> 12;
 
 	S.ranges_ok = 0;
+	S.nranges = 0;
 	if (!S.pages || !len || start + len < start)
 		return;
 	/* the program decides the protection from now on: looked up again at the next
 	 * translation from there (page by page up to 8 MiB, python's 1 MiB arenas among
 	 * them: a scan of the table's 1 MiB at each was 2% of python3's start-up) */
-	if (last - first < 2048) {
+	if (last - first < 2048 && last - first < (1ull << S.bits)) {
 		for (uint64_t pg = first; pg <= last; pg++) {
 			struct page *p = find(pg, 0);
 
@@ -244,7 +329,7 @@ void tp_dbt_smc_forget(uint64_t start, uint64_t len)
 		}
 		return;
 	}
-	for (uint64_t i = 0; i < (1ull << PAGES_BITS); i++) {
+	for (uint64_t i = 0; i < (1ull << S.bits); i++) {
 		struct page *p = &S.pages[i];
 
 		if (p->state != P_FREE && p->page >= first && p->page <= last)

@@ -404,4 +404,22 @@ if t.ok(m, "map-jit runs"):
 out, status, rep = r.finish()
 t.ok(re.search(r"^sum right traps 2000 wrong pc 0 rounds 2000$", out, re.M) and status == 0,
      "each of its 2000 translations trapped once, at the code's address + 1", out)
+
+# the repositories kept private (bench/dbt's TRACEPAD_DBT_PUBLISH=0): no tracer finds them,
+# the run is that of one that publishes them (with the variable too: the program sees it)
+runs = {}
+for pub in ["1", "0"]:
+    os.environ["TRACEPAD_DBT_PUBLISH"] = pub
+    r, pid, work, later = start()
+    del os.environ["TRACEPAD_DBT_PUBLISH"]
+    c = probe("check", pid)
+    t.eq(c.returncode == 0, pub == "1",
+         "TRACEPAD_DBT_PUBLISH=%s: repositories a tracer opens, or none" % pub,
+         c.stdout + c.stderr)
+    r.send("g\n")
+    out, status, rep = r.finish()
+    runs[pub] = (normal(out), status, instructions(rep))
+t.ok(runs["0"] == runs["1"] and runs["0"][1] == 7 and runs["0"][2],
+     "TRACEPAD_DBT_PUBLISH=0: the output, status and count of a run that publishes them",
+     runs)
 t.done()

@@ -3,11 +3,14 @@
 sizes equals valgrind lackey's (issue 10, "Exact"), once the three known differences between
 the two runs are taken away (docs/INTERNALS.md, "The code cache", "Against valgrind"):
 
-- valgrind shows glibc a CPU model of its own (an Intel Haswell: AVX2, no AVX-512, other
-  cache sizes), so glibc picks other string-function variants and other rep-movsb/stosb
-  thresholds.  Both runs get the same GLIBC_TUNABLES: AVX-512 masked (valgrind hides it
-  anyway) and the memcpy/memset thresholds that decide between vector loops, rep strings
-  and non-temporal stores set to the same values.
+- valgrind shows glibc a CPU model of its own (an Intel Haswell: AVX2, no AVX-512, no
+  RTM, other cache sizes), so glibc picks other string-function variants and other
+  rep-movsb/stosb thresholds.  Both runs get the same GLIBC_TUNABLES: every feature that
+  picks a variant above SSE2 masked (AVX-512, AVX2, fast unaligned AVX loads: on a host
+  with RTM glibc takes the *_rtm variants, two instructions more a call than valgrind's,
+  and without RTM but with AVX-512 it prefers SSE2 to AVX), and the memcpy/memset
+  thresholds that decide between vector loops, rep strings and non-temporal stores, and
+  the cache sizes, set to the same values.
 - VEX counts a rep-prefixed string instruction of count N >= 1 as N + 1 (the final check of
   rcx == 0 is one more execution at the same pc); tracepad, like the trap flag, counts N.
   The thresholds above keep glibc's copies out of rep strings; a hand-written program pins
@@ -35,10 +38,13 @@ c = Checks("dbt-lackey")
 VALGRIND = shutil.which("valgrind")
 # The same glibc choices under both: see the docstring.
 TUNABLES = ":".join([
-    "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD",
+    "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-AVX2,"
+    "-AVX_Fast_Unaligned_Load",
     "glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff",
     "glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff",
     "glibc.cpu.x86_non_temporal_threshold=0x200000",
+    "glibc.cpu.x86_data_cache_size=0x8000",
+    "glibc.cpu.x86_shared_cache_size=0x100000",
 ])
 ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "GLIBC_TUNABLES": TUNABLES}
 LACKEY = ["--tool=lackey", "--vex-guest-chase=no"]

@@ -13,9 +13,11 @@ Debian's Python's (/usr/bin/python3): the `python3` first in PATH may be another
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +25,7 @@ from tpe2e import TRACEPAD, Checks  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 MODULES = ["test_json", "test_re", "test_threading", "test_signal", "test_subprocess"]
-TIMEOUT = 600
+TIMEOUT = 300  # a module, native and cached runs at once (test_signal: ~70 s loaded)
 
 c = Checks("dbt-pytests")
 # "test_x (test.test_mod.Class.test_x) ... ok", possibly after the test's own output lines
@@ -45,14 +47,19 @@ def regrtest(mod, extra=(), dbt=None):
         argv = [TRACEPAD, "count", "--engine", "dbt", "--json", "-o", dbt, "--"] + argv
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+                            stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
 
 
-def finish(p):
+def finish(p, deadline=None):
+    """(exit status, output) of regrtest run @p, or (None, output) once it is killed at
+    @deadline (time.monotonic(); TIMEOUT from now by default)."""
+    left = TIMEOUT if deadline is None else max(1, deadline - time.monotonic())
     try:
-        out, _ = p.communicate(timeout=TIMEOUT)
+        out, _ = p.communicate(timeout=left)
     except subprocess.TimeoutExpired:
-        p.kill()
+        # the whole group: a program tracepad launched runs on when tracepad is killed
+        os.killpg(p.pid, signal.SIGKILL)
         out, _ = p.communicate()
         return None, out
     return p.returncode, out
@@ -73,7 +80,8 @@ with tempfile.TemporaryDirectory(prefix="tp-dbt-py-") as tmp:
     for mod in MODULES:
         rep = os.path.join(tmp, mod + ".json")
         pn, pd = regrtest(mod), regrtest(mod, dbt=rep)
-        (rn, out_n), (rd, out_d) = finish(pn), finish(pd)
+        end = time.monotonic() + TIMEOUT  # both at once: a hang fails a check, not meson
+        (rn, out_n), (rd, out_d) = finish(pn, end), finish(pd, end)
         nat, cache = outcomes(out_n), outcomes(out_d)
         c.ok(rn is not None and len(nat) > 20, "%s: runs natively (%d tests)" % (mod, len(nat)),
              out_n[-3000:])

@@ -212,7 +212,7 @@ for size in (None, "64K"):
         os.environ["TRACEPAD_DBT_CACHE_SIZE"] = size
     for i in range(2):
         r, _ = check([target("proftick")], "%s, run %d" % (what, i), exact=False)
-        c.eq(r.out, "acc 778856, ticks came: yes, pc outside: 0\n",
+        c.eq(r.out, "acc 721535, ticks came: yes, pc outside: 0\n",
              "%s, run %d: every interrupted pc in the program's text" % (what, i))
     os.environ.pop("TRACEPAD_DBT_CACHE_SIZE", None)
 

@@ -425,8 +425,10 @@ static void test_report_mnemonic(void)
 			     "\"instructions\": 600}, {\"tid\": 4322, \"instructions\": 400}], "
 			     "\"seconds\": 2.000000, \"instructions_per_second\": 500.0, ")),
 	   "mnemonic JSON: engine, program, pid, total, threads, seconds, rate");
-	ok(out && strstr(out, ", \"region\": null, \"startup\": null, \"start\": \"\", "
-			      "\"exit\": {\"status\": 3}, \"exec\": false, \"forked\": false, "),
+	ok(out &&
+	       strstr(out, ", \"region\": null, \"startup\": null, \"start\": \"\", "
+			   "\"exit\": {\"status\": 3}, \"exec\": false, \"exec_followed\": false, "
+			   "\"forked\": false, "),
 	   "mnemonic JSON: no region, no start-up, exit status 3, no exec, no fork");
 	check_json_hist(out, "mnemonic", 6, w, 1000, "mnemonic (default top)");
 	free(out);
@@ -457,6 +459,32 @@ static void test_report_mnemonic(void)
 	ok(out && strstr(out, "\n  exit          (detached; the program goes on)\n"),
 	   "text detached: the program goes on");
 	free(out);
+
+	/* an execve: counted on into its image, or not */
+	r.exec_followed = true;
+	out = report(&c, &err);
+	ok(out && strstr(out, "\n  note          the program called execve: its new image is "
+			      "counted too\n"),
+	   "text exec followed: noted");
+	free(out);
+	o.json = true;
+	out = report(&c, &err);
+	ok(out && strstr(out, ", \"exec\": false, \"exec_followed\": true, "),
+	   "JSON exec followed: \"exec_followed\": true");
+	free(out);
+	r.exec_followed = false;
+	r.exec_seen = true;
+	out = report(&c, &err);
+	ok(out && strstr(out, ", \"exec\": true, \"exec_followed\": false, "),
+	   "JSON exec not followed: \"exec\": true");
+	free(out);
+	o.json = false;
+	out = report(&c, &err);
+	ok(out && strstr(out, "\n  note          the program called execve: the new image is not "
+			      "counted\n"),
+	   "text exec not followed: noted");
+	free(out);
+	r.exec_seen = false;
 
 	/* --by none: no histogram at all */
 	o.by = TP_COUNT_BY_NONE;
