@@ -1,10 +1,14 @@
 /* The count's control block of `tracepad debug` (the layout of agent/agent-abi.h, as
  * `tracepad count --engine dbt` makes it for a whole program): one for gdb's session,
- * inherited by the programs gdb forks, mapped by the takeover, read at the program's exit. */
+ * inherited by the programs gdb forks, mapped by the takeover, read at the program's exit;
+ * a program gdb detaches keeps its block, read at its end wherever gdb is then. */
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,10 +77,20 @@ int tp_debug_ctl_fd(size_t *size)
 	return C.fd;
 }
 
-/* The program's count at its exit: every thread's, as `tracepad count --engine dbt`. */
-void tp_debug_ctl_report(int status)
+/* Programs gdb launched and then detached (follow-fork-mode child, `detach`): each runs on
+ * to its end with its block, reported then. */
+#define PARKED 8
+static struct parked {
+	pid_t pid; /* 0: free */
+	int pidfd;
+	struct tp_agent_ctl *ctl;
+	size_t size;
+} P[PARKED];
+
+/* The count in @ctl of a program that ended with @status (-1: not known), as
+ * `tracepad count --engine dbt` has it: every thread's. */
+static void report(struct tp_agent_ctl *ctl, int status)
 {
-	struct tp_agent_ctl *ctl = C.ctl;
 	const struct tp_agent_thread *th;
 	uint64_t total = 0;
 	uint32_t n;
@@ -92,9 +106,111 @@ void tp_debug_ctl_report(int status)
 		ctl->error[sizeof(ctl->error) - 1] = 0;
 		tp_warn("the code cache stopped: %s", ctl->error);
 	}
-	if (!total && WIFSIGNALED(status))
+	/* nothing counted: it never got to its exit (a thread's count is added there) */
+	if (!total && (status == -1 || WIFSIGNALED(status)))
 		tp_info("the program was killed before it could report its count");
 	else
 		tp_info("%llu instructions", (unsigned long long)total);
 	ctl->state = 0;
+}
+
+void tp_debug_ctl_report(int status)
+{
+	report(C.ctl, status);
+}
+
+void tp_debug_ctl_detached(pid_t pid)
+{
+	struct parked *p = NULL;
+	int fd;
+
+	for (int i = 0; i < PARKED && !p; i++)
+		if (!P[i].pid)
+			p = &P[i];
+	if (!C.ctl || !p ||
+	    !(__atomic_load_n(&C.ctl->state, __ATOMIC_ACQUIRE) & TP_AGENT_ST_ACTIVE))
+		return;
+	/* gdb is its parent until it reaps it: the pid is its own until then */
+	fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0) {
+		tp_warn("cannot follow the detached program %d to its end (its count is lost): %s",
+			(int)pid, strerror(errno));
+		return;
+	}
+	*p = (struct parked){pid, fd, C.ctl, C.size};
+	/* the session's next program gets a block of its own */
+	close(C.fd);
+	C.fd = -1;
+	C.ctl = NULL;
+	tp_debug_ctl_init();
+}
+
+static void unpark(struct parked *p)
+{
+	close(p->pidfd);
+	munmap(p->ctl, p->size);
+	p->pid = 0;
+}
+
+void tp_debug_ctl_reaped(pid_t pid, int status)
+{
+	for (int i = 0; i < PARKED; i++)
+		if (P[i].pid == pid) {
+			tp_dbg("the detached program %d ended, reaped by gdb", (int)pid);
+			report(P[i].ctl, status);
+			unpark(&P[i]);
+		}
+}
+
+static bool ended(const struct parked *p, int timeout)
+{
+	struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
+	int n;
+
+	while ((n = poll(&pf, 1, timeout)) < 0 && errno == EINTR)
+		;
+	return n != 0;
+}
+
+/* At gdb's exit: the programs that ended are reported now, as gdb leaves their exit
+ * unreaped; for those still running, a process is left behind that waits for their end,
+ * with gdb's standard output and error (so a reader of gdb's output reads to its end
+ * after the counts) and nothing else of gdb's. */
+void tp_debug_ctl_fini(void)
+{
+	int keep[PARKED], left = 0;
+	unsigned from = 3;
+
+	for (int i = 0; i < PARKED; i++)
+		if (P[i].pid && ended(&P[i], 0)) {
+			siginfo_t si = {0};
+			int st = -1;
+
+			if (!waitid(P_PID, (id_t)P[i].pid, &si, WEXITED | WNOHANG | WNOWAIT) &&
+			    si.si_pid == P[i].pid)
+				st = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
+							      : si.si_status & 0x7f;
+			tp_dbg("the detached program %d ended before gdb", (int)P[i].pid);
+			report(P[i].ctl, st);
+			unpark(&P[i]);
+		} else if (P[i].pid) {
+			int k = left++;
+
+			for (; k > 0 && keep[k - 1] > P[i].pidfd; k--)
+				keep[k] = keep[k - 1];
+			keep[k] = P[i].pidfd;
+		}
+	if (!left || fork() != 0)
+		return;
+	tp_dbg("%d detached programs run on after gdb: their counts at their end", left);
+	for (int k = 0; k < left; from = (unsigned)keep[k++] + 1)
+		if (keep[k] > (int)from)
+			syscall(SYS_close_range, from, (unsigned)keep[k] - 1, 0);
+	syscall(SYS_close_range, from, ~0u, 0);
+	for (int i = 0; i < PARKED; i++)
+		if (P[i].pid) {
+			ended(&P[i], -1);
+			report(P[i].ctl, -1);
+		}
+	_exit(0);
 }

@@ -36,8 +36,9 @@ int tp_debug_exec_gdb(const struct tp_debug_opts *o, char *err, size_t errlen);
 
 /* ---- the interposer's side (engine.c), called by the wrappers with reentry off ---- */
 
-/* At the interposer's start, before gdb forks a program. */
+/* At the interposer's start, before gdb forks a program; at gdb's exit. */
 void tp_debug_init(void);
+void tp_debug_fini(void);
 /* A wait of gdb returned @pid with *@status: take a program over at its exec, roll a stop
  * ahead out of hidden code (*@status may change), forget what exited.  True when the stop
  * is the engine's own, handled (the task resumed): gdb is not to see it. */

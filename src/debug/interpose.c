@@ -1,6 +1,7 @@
 /* libtracepad-interpose.so: preloaded into gdb, it wraps the libc entry points through
  * which gdb 13 sees and changes the program (ptrace, waitpid and wait4, open and close,
- * pread64 and pwrite64 of /proc/PID/task/TID/mem) and hands them to the engine.  The
+ * pread64 and pwrite64 of /proc/PID/task/TID/mem: all it imports of those; no waitid,
+ * openat or process_vm_readv, docs/INTERNALS.md) and hands them to the engine.  The
  * engine's own calls of the same functions go straight to libc (a per-thread flag). */
 /* pread and pwrite are wrapped under both names: libc's headers must not rename them */
 #undef _FILE_OFFSET_BITS
@@ -93,6 +94,14 @@ __attribute__((constructor)) static void interpose_init(void)
 	unsetenv(TP_DEBUG_ENV_REPORT);
 	inside = 1;
 	tp_debug_init();
+	inside = 0;
+}
+
+/* gdb exits: the counts of programs it detached, which run on */
+__attribute__((destructor)) static void interpose_fini(void)
+{
+	inside = 1;
+	tp_debug_fini();
 	inside = 0;
 }
 

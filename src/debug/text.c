@@ -148,6 +148,15 @@ bool tp_debug_pread(int fd, void *buf, size_t len, off_t off, ssize_t *ret)
 		errno = (int)-*ret;
 		*ret = -1;
 	}
+	/* an execute breakpoint of the debug registers wrote no int3 into the text */
+	for (unsigned i = 0; *ret > 0 && i < pr->nhw; i++) {
+		uint64_t at = pr->hw[i] - (uint64_t)off;
+		uint8_t orig;
+
+		if (at < (uint64_t)*ret && !tp_debug_sw_bp_at(pr, pr->hw[i]) &&
+		    tp_dbt_map_bp_at(pr->map, pr->hw[i], &orig))
+			((uint8_t *)buf)[at] = orig;
+	}
 	return true;
 }
 
@@ -177,18 +186,24 @@ bool tp_debug_pwrite(int fd, const void *buf, size_t len, off_t off, ssize_t *re
 	if (!pr || !pr->map || len != 1)
 		return false;
 	if (tp_dbt_map_bp_at(pr->map, q.addr, &orig)) {
-		/* the seed's Write Memory: the breakpoint's byte put back removes it */
-		if (b == INT3)
-			err = 0;
-		else if (b == orig)
-			err = tp_dbt_map_bp_remove(pr->map, q.addr);
-		else
+		/* the seed's Write Memory: the breakpoint's byte put back removes it (unless an
+		 * execute breakpoint of the debug registers is there too) */
+		if (b == INT3) {
+			err = tp_debug_sw_note(pr, q.addr, true);
+		} else if (b == orig) {
+			tp_debug_sw_note(pr, q.addr, false);
+			err = tp_debug_hw_bp_at(pr, q.addr) ? 0
+							    : tp_dbt_map_bp_remove(pr->map, q.addr);
+		} else {
 			return false;
+		}
 	} else if (b == INT3) {
 		/* an int3 into text (data writes of 0xcc go to the data) */
 		if (tp_maps_foreach(pr->pid, exec_one, &q) < 0 || !q.exec)
 			return false;
 		err = tp_dbt_map_bp_insert(pr->map, q.addr);
+		if (!err)
+			err = tp_debug_sw_note(pr, q.addr, true);
 	} else {
 		return false;
 	}
