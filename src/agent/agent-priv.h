@@ -160,5 +160,6 @@ void tp_agent_event(struct tp_tstate *ts, enum tp_agent_event ev, uint64_t pc) T
 
 /* zydis-shim.c */
 int tp_zydis_load(void) TP_HIDDEN;
+int tp_zydis_own_libc(void) TP_HIDDEN;
 
 #endif

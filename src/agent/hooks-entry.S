@@ -37,8 +37,25 @@ tp_hk_tramp:
 	pop %rsi
 	pop %rdx
 	pop %rcx
+	/* the flags back without popfq, as rt's pad-entry.S does (DF set: popfq) */
+	testl $0x400, 8(%rsp)
+	jnz 1f
+	movzbl 9(%rsp), %eax
+	shr $3, %eax
+	and $1, %eax
+	add $0x7f, %al
+	movb 8(%rsp), %ah
+	sahf
 	pop %rax
+	/* to the caller by an indirect jmp, not ret: the hooked function's ret took the
+	 * caller's entry off the return stack buffer, so a ret here would always be
+	 * mispredicted.  The address stays below the stack pointer only within the red zone,
+	 * which no signal frame overwrites. */
+	lea 16(%rsp), %rsp
+	jmp *-8(%rsp)
+1:	pop %rax
 	popfq
-	ret
+	lea 8(%rsp), %rsp
+	jmp *-8(%rsp)
 	.size tp_hk_tramp, .-tp_hk_tramp
 	.section .note.GNU-stack, "", @progbits

@@ -7,19 +7,27 @@
  * Design (longjmp, exceptions, unwinders, threads): docs/INTERNALS.md, "Call hooks". */
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <stddef.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
 #include "agent/agent-priv.h"
 #include "agent/hooks-abi.h"
+#include "agent/hooks-args.h"
 #include "agent/ring.h"
 #include "rt/pad.h"
 
 /* Frames a thread's shadow stack follows at most: deeper calls are recorded, their returns
- * not (ctl->deep). */
-#define SHADOW_MAX 8192
-#define SHADOWS_MAX 4096 /* threads of a process with a shadow stack at once */
-#define HIT_POLL 0xffff	 /* hooked calls of a thread between two looks for tracepad */
+ * not (ctl->deep).  A recursion of 32-byte frames fills an 8 MiB stack at that depth; 10
+ * MiB of address space a thread, reserved without swap, its pages touched only as deep as
+ * the thread calls. */
+#define SHADOW_MAX (1u << 18)
+#define SHADOWS_MAX 4096   /* threads of a process with a shadow stack at once */
+#define HIT_POLL 0xffff	   /* hooked calls of a thread between two looks for tracepad */
+#define PREFETCH_AHEAD 512 /* bytes: a few records */
 
 int tracepad_hooks_attach(int tracer, int fd);
 int tracepad_hooks_install(void);
@@ -36,6 +44,7 @@ struct sframe {
 	uint32_t func;
 	uint16_t flags; /* SF_* */
 	uint16_t gen;	/* the session that hooked it: its events go to that session only */
+	uint64_t out;	/* the out-parameter copied at the return (tp_hk_plan.out) */
 };
 #define SF_EVENTS 0x1	/* its return (or unwinding) is an event */
 #define SF_RESTORED 0x2 /* the real address is back in the slot, for an unwinder */
@@ -44,8 +53,10 @@ struct sframe {
 struct shadow {
 	int32_t tid; /* its thread; 0: free */
 	uint32_t n;
-	/* its thread is in the trampoline's use of the block: a plain store, read by the detach
-	 * with every other thread stopped (a stop orders its stores), so no locked add */
+	/* its thread is inside a hook (the entry's callback or the trampoline's) and may use
+	 * the block: plain increments (a signal handler's hook gives back what it took), read
+	 * by the detach with every other thread stopped (a stop orders its stores), so no
+	 * locked add, here or in the pads (TP_RT_PAD_UNCOUNTED) */
 	volatile uint32_t busy;
 	uint32_t pad;
 	uint64_t walk_sp; /* an unwinder started below this: frames put back until it is over */
@@ -57,8 +68,12 @@ static struct {
 	uint64_t size;
 	struct tp_hk_func *funcs;
 	struct tp_ag_rings rs;
+	int64_t errno_tpoff; /* the block's, read once */
+	uint32_t errno_ok;
+	int prefetchw; /* the CPU has PREFETCHW */
 	uint32_t gen;
 	int on, forked, atfork;
+	int dl_busy; /* a thread hooks a dlopen'ed object's functions: no detach meanwhile */
 	struct tp_rt_pad *pads[TP_HK_MAX_FUNCS];
 	uint64_t addrs[TP_HK_MAX_FUNCS];
 	uint32_t npads;
@@ -88,35 +103,126 @@ static int tracer_gone(void)
 	return 1;
 }
 
-static void emit(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func, uint64_t sp,
-		 const uint64_t *regs, int nregs)
+/* The thread's first record in a ring says whose the ring's records are from then on. */
+static int claim(struct hstate *t)
 {
 	struct tp_ftp_ring *ring = NULL;
 	struct tp_hk_rec *h;
 
 	if (!tp_ag_ring_own(&hk.rs, &t->w)) {
 		__atomic_fetch_add(&hk.ctl->no_ring, 1, __ATOMIC_RELAXED);
-		return;
+		return -1;
 	}
-	h = (struct tp_hk_rec *)tp_ag_ring_reserve(&hk.rs, &t->w, sizeof(*h), &ring);
+	h = (struct tp_hk_rec *)tp_ag_ring_reserve(&hk.rs, &t->w, TP_HK_REC_SIZE(0), &ring);
+	if (!h) {
+		/* no record may go without its thread's: the ring is given up */
+		t->w.ring = -2;
+		__atomic_fetch_add(&hk.ctl->lost, 1, __ATOMIC_RELAXED);
+		return -1;
+	}
+	*h = (struct tp_hk_rec){TP_HK_REC_SIZE(0),  TP_HK_THREAD,	    0, 0,
+				(uint32_t)t->w.tid, __builtin_ia32_rdtsc(), 0};
+	__atomic_store_n(&ring->head, ring->head + TP_HK_REC_SIZE(0), __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* The callers' real return addresses in a stack copy from @rsp (@len bytes), for an unwinder. */
+static void unswap(const struct shadow *s, uint64_t rsp, uint64_t *snap, uint32_t len)
+{
+	uint64_t tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
+
+	for (uint32_t k = s->n; k-- > 0;) {
+		uint64_t slot = s->f[k].slot;
+
+		if (slot < rsp)
+			continue;
+		if (slot + 8 > rsp + len)
+			break;
+		if (snap[(slot - rsp) / 8] == tramp)
+			snap[(slot - rsp) / 8] = s->f[k].ret;
+	}
+}
+
+/* What a record carries after its registers (hooks-args.c): the entry's memory, vector
+ * registers and stack, or the return's. */
+struct payload {
+	const struct tp_hk_plan *plan;
+	const struct tp_rt_regs *r; /* NULL: a return */
+	uint64_t rax, out;
+	int vregs;
+};
+
+/* An entry's payload is the caller's address alone (tp_hk_payload_entry's last case). */
+static inline int only_caller(const struct tp_hk_plan *p)
+{
+	return p->snap == 8 && !p->nargs && !p->nxmm && !p->stack;
+}
+
+/* A record of @nregs registers from @regs, then @pl's pieces (room for the most they can
+ * take reserved, the size they took published), into the thread's ring, stamped now. */
+static inline __attribute__((always_inline)) void
+emit_p(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func, uint32_t aux, uint64_t sp,
+       const uint64_t *regs, int nregs, const struct payload *pl)
+{
+	struct tp_ftp_ring *ring = NULL;
+	uint32_t size = TP_HK_REC_SIZE(nregs), room = pl ? tp_hk_payload_room(pl->plan, !pl->r) : 0;
+	struct tp_hk_rec *h;
+
+	if (__builtin_expect(t->w.ring < 0, 0) && claim(t))
+		return;
+	h = (struct tp_hk_rec *)tp_ag_ring_reserve_fast(&hk.rs, &t->w, size + room, &ring);
 	if (!h) {
 		__atomic_fetch_add(&hk.ctl->lost, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	h->size = sizeof(*h);
+	if (room && pl->r && only_caller(pl->plan)) {
+		/* plugins' calls whose backtraces no plugin asks for: the return address alone
+		 * (hooks-args.c's piece, written here without the call) */
+		struct tp_hk_piece *c = (struct tp_hk_piece *)((uint8_t *)h + size);
+		uint64_t *v = (uint64_t *)(c + 1);
+
+		*c = (struct tp_hk_piece){pl->r->rsp, 8, TP_HK_P_MEM, 0};
+		*v = *(const uint64_t *)(uintptr_t)pl->r->rsp;
+		if (*v == (uint64_t)(uintptr_t)&tp_hk_tramp && t->sh)
+			unswap(t->sh, pl->r->rsp, v, 8);
+		size += (uint32_t)sizeof(*c) + 8;
+	} else if (room && pl->r) {
+		uint64_t *snap;
+		uint32_t n =
+		    tp_hk_payload_entry((uint8_t *)h + size, pl->plan, pl->r, pl->vregs, &snap);
+
+		size += n;
+		/* the stack copy holds the callers' real return addresses, for an unwinder */
+		if (snap && t->sh)
+			unswap(t->sh, pl->r->rsp, snap, pl->plan->snap);
+	} else if (room) {
+		size += tp_hk_payload_ret((uint8_t *)h + size, pl->plan, pl->rax, pl->out);
+	}
+	h->size = size;
 	h->type = type;
 	h->flags = flags;
-	h->tid = t->w.tid;
 	h->func = func;
+	h->aux = aux;
 	h->tsc = __builtin_ia32_rdtsc();
 	h->sp = sp;
-	for (int i = 0; i < 6; i++)
-		h->regs[i] = i < nregs ? regs[i] : 0;
-	__atomic_store_n(&ring->head, ring->head + sizeof(*h), __ATOMIC_RELEASE);
+	for (int i = 0; i < nregs; i++)
+		h->regs[i] = regs[i];
+	__atomic_store_n(&ring->head, ring->head + size, __ATOMIC_RELEASE);
+	/* a line a few records ahead, fetched for writing: tracepad read it last, on another
+	 * core (as fast tracepoints do, tracept.c) */
+	if (hk.prefetchw)
+		__asm__ volatile("prefetchw %0" ::"m"(*((uint8_t *)h + PREFETCH_AHEAD)));
+}
+
+/* A record of @nregs registers from @regs into the thread's ring, stamped now. */
+static inline void emit(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func,
+			uint32_t aux, uint64_t sp, const uint64_t *regs, int nregs)
+{
+	emit_p(t, type, flags, func, aux, sp, regs, nregs, NULL);
 }
 
 /* Events are recorded: a session is on in this process (not a fork child's copy). */
-static int recording(struct hstate *t)
+static inline __attribute__((always_inline)) int recording(struct hstate *t)
 {
 	if (!__atomic_load_n(&hk.on, __ATOMIC_ACQUIRE) || hk.forked)
 		return 0;
@@ -163,7 +269,7 @@ static struct shadow *shadow_of(struct hstate *t)
 	if (n >= SHADOWS_MAX)
 		return NULL;
 	p = tp_raw6(SYS_mmap, 0, sizeof(struct shadow), PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (tp_raw_failed(p))
 		return NULL;
 	t->sh = (struct shadow *)p;
@@ -174,8 +280,6 @@ static struct shadow *shadow_of(struct hstate *t)
 
 /* An unwinder is about to walk the stack: every followed frame gets its real return
  * address back, so that the unwinder finds the callers' unwind tables. */
-static void emit(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func, uint64_t sp,
-		 const uint64_t *regs, int nregs);
 static void restore(struct hstate *t, struct shadow *s, int lossy)
 {
 	uint64_t tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
@@ -187,7 +291,7 @@ static void restore(struct hstate *t, struct shadow *s, int lossy)
 			*(volatile uint64_t *)f->slot = f->ret;
 			f->flags |= SF_RESTORED | (lossy ? SF_LOSSY : 0);
 			if (lossy && (f->flags & SF_EVENTS) && f->gen == (uint16_t)hk.gen)
-				emit(t, TP_HK_RESTORED, 0, f->func, f->slot, NULL, 0);
+				emit(t, TP_HK_RESTORED, 0, f->func, 0, f->slot, NULL, 0);
 		}
 	}
 }
@@ -207,7 +311,7 @@ static void rehook(struct hstate *t, struct shadow *s, uint64_t sp, int at_retur
 			*(volatile uint64_t *)f->slot = tramp;
 			if (rec && (f->flags & SF_EVENTS) && (f->flags & SF_LOSSY) &&
 			    f->gen == (uint16_t)hk.gen)
-				emit(t, TP_HK_REHOOKED, 0, f->func, f->slot, NULL, 0);
+				emit(t, TP_HK_REHOOKED, 0, f->func, 0, f->slot, NULL, 0);
 			f->flags &= ~(SF_RESTORED | SF_LOSSY);
 		}
 	}
@@ -223,11 +327,13 @@ static void drop(struct hstate *t, struct shadow *s, uint32_t keep, int rec, int
 
 		if (rec && (f->flags & SF_EVENTS) && f->gen == (uint16_t)hk.gen)
 			emit(t, TP_HK_UNWOUND, (f->flags & SF_LOSSY) && !caught ? TP_HK_R_LOST : 0,
-			     f->func, f->slot, NULL, 0);
+			     f->func, 0, f->slot, NULL, 0);
 	}
 }
 
 /* ---- the entry pad and the trampoline ---- */
+
+static void dl_sync(void);
 
 static void hit(const struct tp_rt_regs *r, void *ctx)
 {
@@ -235,57 +341,79 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	struct hstate *t = &hts;
 	uint64_t tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
 	volatile uint64_t *slot = (volatile uint64_t *)r->rsp;
+	struct shadow *s = t->sh;
 	struct tp_hk_func *fn;
-	struct shadow *s;
 	uint32_t flags, keep;
 	int rec, tail, follow;
 
+	/* a thread's first hook: its shadow stack, which holds its mark of being inside (a
+	 * fork child's thread without one has nothing to put back) */
+	if (__builtin_expect(!s, 0) &&
+	    (!__atomic_load_n(&hk.on, __ATOMIC_ACQUIRE) || hk.forked || !(s = shadow_of(t))))
+		return;
+	s->busy++;
+	/* the mark before the look at hk.on: a detach either counts this thread or this sees
+	 * it off */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	rec = recording(t);
 	/* a fork child records nothing, but its frames hooked before the fork still need their
 	 * real addresses back for an unwinder, and dead ones dropped */
-	if (!rec && !(hk.forked && t->sh && hk.ctl))
-		return;
+	if (!rec && !(hk.forked && hk.ctl))
+		goto out;
 	fn = &hk.funcs[k];
 	flags = fn->flags;
 	if (t->in) {
-		__atomic_fetch_add(&hk.ctl->nested, 1, __ATOMIC_RELAXED);
-		return;
+		if (rec)
+			__atomic_fetch_add(&hk.ctl->nested, 1, __ATOMIC_RELAXED);
+		goto out;
 	}
 	t->in = 1;
-	s = shadow_of(t);
 	tail = *slot == tramp; /* a tail call of a followed frame: it returns for both */
-	if (s) {
-		/* frames at or below this call's slot are gone (longjmp, exception) */
-		keep = s->n;
-		while (keep &&
-		       (s->f[keep - 1].slot < r->rsp || (s->f[keep - 1].slot == r->rsp && !tail)))
-			keep--;
+	/* frames at or below this call's slot are gone (longjmp, exception) */
+	keep = s->n;
+	while (keep && (s->f[keep - 1].slot < r->rsp || (s->f[keep - 1].slot == r->rsp && !tail)))
+		keep--;
+	if (__builtin_expect(keep != s->n, 0))
 		drop(t, s, keep, rec, !!(flags & TP_HK_F_CATCH));
-		if (s->walk_sp && r->rsp > s->walk_sp)
-			rehook(t, s, r->rsp, 0, rec);
-		if (flags & TP_HK_F_WALK) {
-			restore(t, s, rec && (flags & TP_HK_F_RETURNS));
-			s->walk_sp = r->rsp;
-		}
+	if (__builtin_expect(s->walk_sp && r->rsp > s->walk_sp, 0))
+		rehook(t, s, r->rsp, 0, rec);
+	if (__builtin_expect(flags & TP_HK_F_WALK, 0)) {
+		restore(t, s, rec && (flags & TP_HK_F_RETURNS));
+		s->walk_sp = r->rsp;
 	}
-	follow = rec && (flags & TP_HK_F_RET) && s && !tail && !(flags & TP_HK_F_WALK);
+	follow = rec && (flags & TP_HK_F_RET) && !tail && !(flags & TP_HK_F_WALK);
 	if (follow && s->n == SHADOW_MAX) {
 		__atomic_fetch_add(&hk.ctl->deep, 1, __ATOMIC_RELAXED);
 		follow = 0;
 	}
 	if (rec && (flags & TP_HK_F_SHOWN)) {
-		const uint64_t args[6] = {r->rdi, r->rsi, r->rdx, r->rcx, r->r8, r->r9};
+		const uint64_t args[TP_HK_ENTRY_REGS] = {r->rdi, r->rsi, r->rdx,
+							 r->rcx, r->r8,	 r->r9};
+		/* rt's SIGTRAP handler runs with the vector registers reset by the kernel */
+		const struct payload pl = {&fn->plan, r, 0, 0, fn->kind == TP_RT_PAD_KIND_JMP};
 
-		emit(t, TP_HK_ENTRY, follow ? TP_HK_R_FOLLOWED : 0, k, r->rsp, args, 6);
+		emit_p(t, TP_HK_ENTRY, follow ? TP_HK_R_FOLLOWED : 0, k, 0, r->rsp, args,
+		       TP_HK_ENTRY_REGS,
+		       fn->plan.nargs || fn->plan.nxmm || fn->plan.stack || fn->plan.snap ? &pl
+											  : NULL);
 	}
 	if (follow) {
-		s->f[s->n] = (struct sframe){
-		    r->rsp, *slot, k, (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0, (uint16_t)hk.gen};
+		s->f[s->n] = (struct sframe){r->rsp,
+					     *slot,
+					     k,
+					     (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0,
+					     (uint16_t)hk.gen,
+					     fn->plan.out ? r->rdi : 0};
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		s->n++;
 		*slot = tramp;
 	}
+	if (rec && (flags & TP_HK_F_RBRK))
+		dl_sync();
 	t->in = 0;
+out:
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	s->busy--;
 }
 
 /* Called by the trampoline with the stack pointer after the ret (the frame's slot + 8) and
@@ -301,35 +429,36 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 	if (!s)
 		__builtin_trap(); /* no frame of ours could have come here */
 	t->in = 1;
-	s->busy = 1;
+	s->busy++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	rec = recording(t) && hk.ctl;
-	if (s->walk_sp && sp > s->walk_sp)
+	if (__builtin_expect(s->walk_sp && sp > s->walk_sp, 0))
 		rehook(t, s, sp, 1, rec);
 	for (k = (int)s->n - 1; k >= 0; k--)
 		if (s->f[k].slot == slot && !(s->f[k].flags & SF_RESTORED))
 			break;
 	if (k < 0)
 		__builtin_trap(); /* the shadow stack lost this frame: a bug */
-	drop(t, s, (uint32_t)k + 1, rec, 0);
+	if (__builtin_expect((uint32_t)k + 1 != s->n, 0))
+		drop(t, s, (uint32_t)k + 1, rec, 0);
 	if (rec && (s->f[k].flags & SF_EVENTS) && s->f[k].gen == (uint16_t)hk.gen) {
-		uint64_t v[3] = {rax, rdx, 0};
-		int64_t off = hk.ctl->errno_tpoff;
+		const uint64_t v[TP_HK_RETURN_REGS] = {rax, rdx};
 		int32_t e = 0;
 
 		/* errno as the function left it: libc's TLS, at the thread pointer's offset
 		 * tracepad found (the ptrace engine's errno_tpoff) */
-		if (hk.ctl->errno_ok) {
-			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(e) : "r"(off));
-			v[2] = (uint32_t)e;
-		}
-		emit(t, TP_HK_RETURN, hk.ctl->errno_ok ? TP_HK_R_ERRNO : 0, s->f[k].func, slot, v,
-		     3);
+		if (hk.errno_ok)
+			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(e) : "r"(hk.errno_tpoff));
+		const struct tp_hk_plan *plan = &hk.funcs[s->f[k].func].plan;
+		const struct payload pl = {plan, NULL, rax, s->f[k].out, 1};
+
+		emit_p(t, TP_HK_RETURN, hk.errno_ok ? TP_HK_R_ERRNO : 0, s->f[k].func, (uint32_t)e,
+		       slot, v, TP_HK_RETURN_REGS, plan->ret || plan->out ? &pl : NULL);
 	}
 	ret = s->f[k].ret;
 	s->n = (uint32_t)k;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	s->busy = 0;
+	s->busy--;
 	t->in = in;
 	return ret;
 }
@@ -338,7 +467,20 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 
 static void in_child(void)
 {
-	/* a forked child keeps the pads and its frames' trampolines: it records nothing */
+	struct hstate *t = &hts;
+
+	/* the forking thread's shadow stack (a copy) is the child's thread's now */
+	if (t->sh)
+		__atomic_store_n(&t->sh->tid, (int32_t)tp_raw0(SYS_gettid), __ATOMIC_RELEASE);
+	/* -f: the child records into the rings of the block it shares, as a process of its
+	 * own (its rings say its pid), its frames hooked before the fork returning there */
+	if (hk.ctl && hk.ctl->follow && !hk.forked) {
+		hk.rs.pid = (int32_t)tp_raw0(SYS_getpid);
+		t->w = (struct tp_ag_writer){-1, 0, 0};
+		t->polls = 0;
+		return;
+	}
+	/* else it keeps the pads and its frames' trampolines: it records nothing */
 	hk.forked = 1;
 	if (hk.ctl)
 		__atomic_or_fetch(&hk.ctl->state, TP_HK_ST_FORKED, __ATOMIC_RELAXED);
@@ -359,9 +501,11 @@ static int check(void)
 {
 	struct tp_hk_ctl *c = hk.ctl;
 
-	if (c->nfuncs > TP_HK_MAX_FUNCS || !c->nrings || c->ring_size < 4096 ||
+	if (c->funcs_cap < c->nfuncs)
+		c->funcs_cap = c->nfuncs;
+	if (c->funcs_cap > TP_HK_MAX_FUNCS || !c->nrings || c->ring_size < 4096 ||
 	    (c->ring_size & (c->ring_size - 1)) ||
-	    !inside(c->funcs_off, (uint64_t)c->nfuncs * sizeof(struct tp_hk_func)) ||
+	    !inside(c->funcs_off, (uint64_t)c->funcs_cap * sizeof(struct tp_hk_func)) ||
 	    !inside(c->rings_off, (uint64_t)c->nrings * sizeof(struct tp_ftp_ring)) ||
 	    !inside(c->data_off, (uint64_t)c->nrings * c->ring_size) || (c->data_off & 7))
 		return -1;
@@ -406,12 +550,24 @@ __attribute__((visibility("default"))) int tracepad_hooks_attach(int tracer, int
 	c = hk.ctl;
 	c->pid = (int32_t)tp_raw0(SYS_getpid);
 	hk.rs.pid = c->pid;
+	hk.errno_ok = c->errno_ok;
+	hk.errno_tpoff = c->errno_tpoff;
+	{
+		uint32_t a, b, cx, d;
+
+		/* CPUID.80000001H:ECX.PRFCHW */
+		__asm__ volatile("cpuid"
+				 : "=a"(a), "=b"(b), "=c"(cx), "=d"(d)
+				 : "a"(0x80000001u), "c"(0));
+		hk.prefetchw = (cx >> 8) & 1;
+	}
 	c->tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
 	c->install_pc = (uint64_t)(uintptr_t)&tracepad_hooks_install;
 	c->detach_pc = (uint64_t)(uintptr_t)&tracepad_hooks_detach;
 	if (!hk.atfork && __register_atfork(NULL, NULL, in_child, &hk) == 0)
 		hk.atfork = 1;
-	if (tp_zydis_load() || tp_rt_mem_guard_install() || tp_rt_trap_chain()) {
+	if (tp_zydis_load() || tp_zydis_own_libc() || tp_rt_mem_guard_install() ||
+	    tp_rt_trap_chain()) {
 		say("cannot load libZydis, or install the fault guard or the SIGTRAP handler");
 		tp_rt_mem_guard_remove();
 		unmap();
@@ -423,31 +579,26 @@ __attribute__((visibility("default"))) int tracepad_hooks_attach(int tracer, int
 	return 0;
 }
 
-/* Place every pad, the other threads stopped by tracepad (which then moves any whose pc lies
- * on an inner boundary of a jmp site: ioff/icopy).  Returns how many failed (their err says
- * why); the others are live. */
-__attribute__((visibility("default"))) int tracepad_hooks_install(void)
+/* Place the pads of functions [@lo, @hi): no thread runs their code (stopped, or a
+ * dlopen'ed object not yet relocated).  Returns how many failed. */
+static int place(uint32_t lo, uint32_t hi)
 {
-	struct tp_hk_ctl *c = hk.ctl;
 	int bad = 0;
 
-	if (!c)
-		return -1;
-	for (uint32_t i = 0; i < c->nfuncs; i++)
+	for (uint32_t i = 0; i < hi; i++)
 		hk.addrs[i] = hk.funcs[i].addr;
-	/* on once every pad is placed: the placing code's own calls of hooked functions (libZydis
-	 * calls memcpy) are no events */
-	for (uint32_t i = 0; i < c->nfuncs; i++) {
+	for (uint32_t i = lo; i < hi; i++) {
 		struct tp_hk_func *f = &hk.funcs[i];
 		/* every other hooked entry is a branch target no jmp may cover */
-		struct tp_rt_pad_where w = {f->fn_lo, f->fn_hi, f->pad_hi, hk.addrs, c->nfuncs};
+		struct tp_rt_pad_where w = {f->fn_lo, f->fn_hi, f->pad_hi, hk.addrs, hi};
 		struct tp_rt_pad *pad = NULL;
 		/* without the function's bounds, a jmp could cover the next function's first
 		 * bytes (and the relocator would ask the loader, whose lock a stopped thread may
 		 * hold): the int3 path */
 		int err = tp_rt_pad_install(f->addr, hit, (void *)(uintptr_t)i,
-					    TP_RT_PAD_STOPPED | (f->fn_hi ? 0 : TP_RT_PAD_TRAP), &w,
-					    &pad);
+					    TP_RT_PAD_STOPPED | TP_RT_PAD_UNCOUNTED |
+						(f->fn_hi ? 0 : TP_RT_PAD_TRAP),
+					    &w, &pad);
 
 		f->err = err;
 		hk.pads[i] = err ? NULL : pad;
@@ -460,6 +611,65 @@ __attribute__((visibility("default"))) int tracepad_hooks_install(void)
 		f->covered = (uint32_t)tp_rt_pad_covered(pad);
 		f->ninsn = (uint32_t)tp_rt_pad_layout(pad, f->ioff, f->icopy, TP_FTP_MAX_INSNS);
 	}
+	return bad;
+}
+
+/* The loader is consistent again after a dlopen or a dlclose (the pad at r_brk, in the
+ * thread that holds the loader's lock): tracepad appends the functions of the new objects
+ * and flags those of the objects gone, whose pads are dropped (their code is unmapped),
+ * and the new ones are placed before the new object's code can run (it is not even
+ * relocated yet).  Only in the process that took the block (not in a fork child). */
+static void dl_sync(void)
+{
+	struct tp_hk_ctl *c = hk.ctl;
+	int32_t state = -1;
+	uint32_t seq, n;
+
+	if (!c->rdebug || hk.rs.pid != c->pid ||
+	    tp_rt_mem_read_fast(c->rdebug + offsetof(struct r_debug, r_state), &state, 4) ||
+	    state != RT_CONSISTENT)
+		return;
+	__atomic_store_n(&hk.dl_busy, 1, __ATOMIC_SEQ_CST);
+	if (!__atomic_load_n(&hk.on, __ATOMIC_SEQ_CST))
+		goto out; /* a detach came first */
+	seq = __atomic_add_fetch(&c->dl_seq, 1, __ATOMIC_SEQ_CST);
+	for (;;) {
+		uint32_t done = __atomic_load_n(&c->dl_done, __ATOMIC_ACQUIRE);
+		struct timespec ts = {0, 1000000};
+
+		if ((int32_t)(done - seq) >= 0)
+			break;
+		if (!__atomic_load_n(&hk.on, __ATOMIC_SEQ_CST) || tracer_gone())
+			goto out;
+		tp_raw4(SYS_futex, &c->dl_done, FUTEX_WAIT, done, &ts);
+	}
+	n = __atomic_load_n(&c->nfuncs, __ATOMIC_ACQUIRE);
+	if (n > c->funcs_cap || n < hk.npads)
+		goto out;
+	for (uint32_t i = 0; i < hk.npads; i++)
+		if ((hk.funcs[i].flags & TP_HK_F_GONE) && hk.pads[i]) {
+			tp_rt_pad_forget(hk.pads[i]);
+			hk.pads[i] = NULL;
+		}
+	place(hk.npads, n);
+	hk.npads = n;
+out:
+	__atomic_store_n(&hk.dl_busy, 0, __ATOMIC_SEQ_CST);
+}
+
+/* Place every pad, the other threads stopped by tracepad (which then moves any whose pc lies
+ * on an inner boundary of a jmp site: ioff/icopy).  Returns how many failed (their err says
+ * why); the others are live. */
+__attribute__((visibility("default"))) int tracepad_hooks_install(void)
+{
+	struct tp_hk_ctl *c = hk.ctl;
+	int bad;
+
+	if (!c)
+		return -1;
+	/* on once every pad is placed: the placing code's own calls of hooked functions (libZydis
+	 * calls memcpy) are no events */
+	bad = place(0, c->nfuncs);
 	hk.npads = c->nfuncs;
 	__atomic_store_n(&hk.on, 1, __ATOMIC_RELEASE);
 	__atomic_or_fetch(&c->state, TP_HK_ST_ACTIVE, __ATOMIC_RELEASE);
@@ -477,6 +687,9 @@ __attribute__((visibility("default"))) long tracepad_hooks_detach(void)
 	if (!hk.ctl)
 		return 0;
 	__atomic_store_n(&hk.on, 0, __ATOMIC_SEQ_CST);
+	/* it may hold rt's lock: asked again once it is out */
+	if (__atomic_load_n(&hk.dl_busy, __ATOMIC_SEQ_CST))
+		return 1;
 	busy = 0;
 	for (uint32_t i = 0; i < __atomic_load_n(&hk.nshadows, __ATOMIC_ACQUIRE) && i < SHADOWS_MAX;
 	     i++)

@@ -13,6 +13,13 @@
  * looks for tracepad's death (a record is lost only then). */
 #define WAIT_NS 1000000
 
+/* A ring's owner, tid and pid in one word, taken by one CAS: a thread of another process
+ * sharing the block (a fork child's, with -f) never sees the tid of one owner with the pid
+ * of another. */
+typedef uint64_t __attribute__((may_alias)) owner_t;
+_Static_assert(offsetof(struct tp_ftp_ring, tid) == 0 && offsetof(struct tp_ftp_ring, pid) == 4,
+	       "a ring's owner is one aligned word");
+
 struct tp_ftp_ring *tp_ag_ring_own(const struct tp_ag_rings *rs, struct tp_ag_writer *w)
 {
 	if (w->ring == -1) {
@@ -21,13 +28,16 @@ struct tp_ftp_ring *tp_ag_ring_own(const struct tp_ag_rings *rs, struct tp_ag_wr
 			w->tid = (int32_t)tp_raw0(SYS_gettid);
 		for (int pass = 0; pass < 2 && w->ring < 0; pass++) {
 			for (uint32_t i = 0; i < rs->n; i++) {
-				int32_t cur = __atomic_load_n(&rs->rings[i].tid, __ATOMIC_ACQUIRE);
+				owner_t *o = (owner_t *)(void *)&rs->rings[i].tid;
+				uint64_t cur = __atomic_load_n(o, __ATOMIC_ACQUIRE);
+				int32_t tid = (int32_t)(uint32_t)cur, pid = (int32_t)(cur >> 32);
+				uint64_t me = (uint32_t)w->tid | (uint64_t)(uint32_t)rs->pid << 32;
 
-				if (pass ? tp_raw3(SYS_tgkill, rs->pid, cur, 0) != -ESRCH
-					 : cur != 0)
+				if (pass
+					? tp_raw3(SYS_tgkill, pid ? pid : rs->pid, tid, 0) != -ESRCH
+					: tid != 0)
 					continue;
-				if (__atomic_compare_exchange_n(&rs->rings[i].tid, &cur, w->tid, 0,
-								__ATOMIC_ACQ_REL,
+				if (__atomic_compare_exchange_n(o, &cur, me, 0, __ATOMIC_ACQ_REL,
 								__ATOMIC_RELAXED)) {
 					w->ring = (int32_t)i;
 					w->tail =

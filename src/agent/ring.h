@@ -37,4 +37,17 @@ struct tp_ftp_ring *tp_ag_ring_own(const struct tp_ag_rings *rs, struct tp_ag_wr
 uint8_t *tp_ag_ring_reserve(const struct tp_ag_rings *rs, struct tp_ag_writer *w, uint32_t need,
 			    struct tp_ftp_ring **rp) __attribute__((visibility("hidden")));
 
+/* tp_ag_ring_reserve's common case inline: room known, no filler. */
+static inline uint8_t *tp_ag_ring_reserve_fast(const struct tp_ag_rings *rs, struct tp_ag_writer *w,
+					       uint32_t need, struct tp_ftp_ring **rp)
+{
+	struct tp_ftp_ring *r = &rs->rings[w->ring];
+	uint64_t head = r->head, pos = head & (rs->size - 1);
+
+	if (pos + need > rs->size || rs->size - (head - w->tail) < need)
+		return tp_ag_ring_reserve(rs, w, need, rp);
+	*rp = r;
+	return rs->data + (uint64_t)w->ring * rs->size + pos;
+}
+
 #endif

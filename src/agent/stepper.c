@@ -494,6 +494,17 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 	}
 }
 
+/* The trap of an icebp the program ran just before @pc (si_code TRAP_BRKPT at @pc). */
+static int icebp_trap(const siginfo_t *si, uint64_t pc)
+{
+	struct tp_insn in;
+	uint8_t b;
+
+	return si->si_code == TRAP_BRKPT && (uint64_t)(uintptr_t)si->si_addr == pc &&
+	       !tp_rt_mem_read(pc - 1, &b, 1) && !tp_arch_decode(&b, 1, pc - 1, &in) &&
+	       in.len == 1 && in.kind == TP_INSN_INT;
+}
+
 /* A debug trap whose DR6 names no cause reaches us as TRAP_BRKPT, as if the program had run
  * an icebp: some virtual machines report TF steps that way now and then (issue 14: gzip died
  * of SIGTRAP under the stepper).  It is a step when the kernel made it here (si_addr is the
@@ -501,26 +512,25 @@ static void step(struct tp_tstate *ts, ucontext_t *uc)
 static int step_without_bs(const siginfo_t *si, const greg_t *g)
 {
 	uint64_t pc = (uint64_t)g[REG_RIP];
-	struct tp_insn in;
-	uint8_t b;
 
 	if (!(g[REG_EFL] & TP_EFLAGS_TF) || (uint64_t)(uintptr_t)si->si_addr != pc)
 		return 0;
-	if (!tp_rt_mem_read(pc - 1, &b, 1) && !tp_arch_decode(&b, 1, pc - 1, &in) && in.len == 1 &&
-	    in.kind == TP_INSN_INT)
-		return 0;
-	return 1;
+	return !icebp_trap(si, pc);
 }
 
-/* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints.  A disabled
- * agent (after a fault, in a forked child, or detached) only clears TF where it finds it:
- * a signal frame saved while a thread was stepped may still bring it back. */
+/* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints.  The kernel
+ * reports a step at the pc it stopped at (si_addr); a TRAP_TRACE elsewhere is one the program
+ * sent itself (rt_tgsigqueueinfo), and goes to it.  A disabled agent (after a fault, in a
+ * forked child, or detached) only clears TF where it finds it: a signal frame saved while a
+ * thread was stepped may still bring it back. */
 static int trap_busy(siginfo_t *si, ucontext_t *uc, int live)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	struct tp_abp *bp;
 
-	if (si->si_code == TRAP_TRACE || (si->si_code == TRAP_BRKPT && step_without_bs(si, g))) {
+	if ((si->si_code == TRAP_TRACE &&
+	     (uint64_t)(uintptr_t)si->si_addr == (uint64_t)g[REG_RIP]) ||
+	    (si->si_code == TRAP_BRKPT && step_without_bs(si, g))) {
 		if (!(g[REG_EFL] & TP_EFLAGS_TF))
 			return 1; /* the trap after an instruction that cleared TF */
 		if (!live || tp_agent_tracer_gone(tp_tstate())) {
@@ -589,7 +599,10 @@ static void host_trap_handler(void *h, int sig, siginfo_t *si, ucontext_t *uc)
 	 * handler runs outside the busy sections: it may block for as long as it likes. */
 	struct tp_tstate *ts = tp_tstate();
 	struct tp_ksigaction act = {0};
-	int fresh = ts->pending || si->si_code == SI_KERNEL;
+	/* an int3's or an icebp's trap took the place of the step's: the instruction at the
+	 * pc has not been counted */
+	int fresh = ts->pending || si->si_code == SI_KERNEL ||
+		    icebp_trap(si, (uint64_t)uc->uc_mcontext.gregs[REG_RIP]);
 	unsigned len = 0;
 
 	ts->pending = 0;
@@ -603,6 +616,41 @@ static void host_trap_handler(void *h, int sig, siginfo_t *si, ucontext_t *uc)
 	tp_agent_busy_exit();
 	if (fresh)
 		ts->pending = (uint64_t)uc->uc_mcontext.gregs[REG_RIP];
+}
+
+/* The program dies of this trap (its default action): say in the control block what it was,
+ * for tracepad's report (a soak run that ends so must be diagnosable). */
+static void host_trap_fatal(const siginfo_t *si, const ucontext_t *uc)
+{
+	const greg_t *g = uc->uc_mcontext.gregs;
+	struct tp_agent_ctl *ctl;
+	uint64_t pc = (uint64_t)g[REG_RIP], word;
+	uint32_t readable = 0;
+	int32_t none = 0;
+
+	if (tp_agent_busy_enter()) {
+		ctl = tp_ag.ctl;
+		/* the first thread to claim it fills it in */
+		if (__atomic_compare_exchange_n(&ctl->fatal_tid, &none, tp_agent_gettid(), 0,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__builtin_memcpy(&word, &si->si_addr, sizeof(word));
+			ctl->fatal_signo = si->si_signo;
+			ctl->fatal_code = si->si_code;
+			ctl->fatal_addr = word;
+			ctl->fatal_pc = pc;
+			ctl->fatal_rflags = (uint64_t)g[REG_EFL];
+			for (unsigned i = 0; i < sizeof(ctl->fatal_bytes); i++) {
+				uint8_t b = 0;
+
+				if (!tp_rt_mem_read(pc - 8 + i, &b, 1))
+					readable |= 1u << i;
+				ctl->fatal_bytes[i] = b;
+			}
+			ctl->fatal_readable = readable;
+		}
+		__atomic_add_fetch(&ctl->fatal_traps, 1, __ATOMIC_RELEASE);
+	}
+	tp_agent_busy_exit();
 }
 
 static int host_route(int which)
@@ -620,6 +668,7 @@ const struct tp_rt_sig_host tp_stepper_sig_host = {
     .stepped = host_stepped,
     .handler_enter = host_handler_enter,
     .trap_handler = host_trap_handler,
+    .trap_fatal = host_trap_fatal,
     .route = host_route,
 };
 

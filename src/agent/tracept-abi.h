@@ -46,7 +46,8 @@ struct tp_ftp_tp {
  * each on its own cache line (the two sides write them at every frame). */
 struct tp_ftp_ring {
 	int32_t tid; /* 0: free; claimed by CAS at the thread's first frame */
-	uint32_t pad;
+	int32_t pid; /* the owner's process, set by it before its first record (fork children
+		      * of a process write into its rings with -f) */
 	uint64_t head;
 	uint8_t line0[48];
 	uint64_t tail;

@@ -5,6 +5,7 @@
  * evaluator, reads memory with rt's guarded copy, counts, and writes the frame into the
  * thread's ring; tracepad drains the rings and prints frames as for int3 tracepoints.
  * This whole file is built with -mgeneral-regs-only: the pads keep no vector state. */
+#include <asm/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -58,6 +59,7 @@ struct step {
 struct plan {
 	uint32_t rec_size, nitems;
 	uint32_t cond_off, cond_len;
+	int seg; /* an item or the condition reads $fs_base or $gs_base */
 	struct step step[TP_FTP_MAX_ITEMS];
 };
 
@@ -141,7 +143,7 @@ static void ureg_step(uint8_t k, struct step *st)
 
 /* The step of item @it (its bytecode @c, inside the block): a register, a constant, or the
  * memory at a constant or at a register plus constants (globals, locals on the stack) is
- * copied; anything else is evaluated. */
+ * copied; anything else is evaluated (the segment bases too: need_u reads them). */
 static void plan_item(const struct tp_ftp_item *it, const uint8_t *c, struct step *st)
 {
 	struct step x = {.reg = NO_REG};
@@ -152,7 +154,8 @@ static void plan_item(const struct tp_ftp_item *it, const uint8_t *c, struct ste
 			    .size = it->size,
 			    .code_off = it->code_off,
 			    .code_len = it->code_len};
-	if (n >= 2 && c[0] == TP_OP_REG && c[1] < TP_UREG_COUNT) {
+	if (n >= 2 && c[0] == TP_OP_REG && c[1] < TP_UREG_COUNT && c[1] != TP_UREG_FS_BASE &&
+	    c[1] != TP_UREG_GS_BASE) {
 		ureg_step(c[1], &x);
 		pc = 2;
 	} else if (n >= 9 && c[0] == TP_OP_CONST) {
@@ -206,15 +209,22 @@ static void bump(struct tp_ftp_ring *own, uint32_t k, int c)
 
 /* The evaluator's registers, filled at the first need of a hit. */
 struct uregs {
-	int have;
+	int have, have_seg;
 	uint64_t u[TP_UREG_COUNT];
 };
 
-static const uint64_t *need_u(struct uregs *x, const struct tp_rt_regs *r)
+/* The segment bases are not in the pad's record and this machine may lack rdfsbase
+ * (CR4.FSGSBASE): a system call each, made only for the tracepoints that read them. */
+static const uint64_t *need_u(struct uregs *x, const struct tp_rt_regs *r, const struct plan *pl)
 {
 	if (!x->have) {
 		uregs(r, x->u);
 		x->have = 1;
+	}
+	if (pl->seg && !x->have_seg) {
+		tp_raw2(SYS_arch_prctl, ARCH_GET_FS, (long)&x->u[TP_UREG_FS_BASE]);
+		tp_raw2(SYS_arch_prctl, ARCH_GET_GS, (long)&x->u[TP_UREG_GS_BASE]);
+		x->have_seg = 1;
 	}
 	return x->u;
 }
@@ -254,7 +264,7 @@ static void collect(struct tstate *t, uint32_t k, const struct tp_rt_regs *r, st
 			mem += st->size;
 			continue;
 		}
-		if (eval(need_u(x, r), r, st->code_off, st->code_len, &v)) {
+		if (eval(need_u(x, r, pl), r, st->code_off, st->code_len, &v)) {
 			unavail |= 1ull << i;
 			val[i] = 0;
 		} else if (!st->mem) {
@@ -316,7 +326,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 	}
 	if (!(++t->polls & HIT_POLL) && tracer_gone())
 		return;
-	x.have = 0;
+	x.have = x.have_seg = 0;
 	t->depth++;
 	own = tp_ag_ring_own(&ftp.rs, &t->w);
 	for (uint32_t i = 0; i < s->n; i++) {
@@ -338,7 +348,7 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 			bump(own, k, 2);
 			continue;
 		}
-		if (pl->cond_len && eval(need_u(&x, r), r, pl->cond_off, pl->cond_len, &v)) {
+		if (pl->cond_len && eval(need_u(&x, r, pl), r, pl->cond_off, pl->cond_len, &v)) {
 			bump(own, k, 3);
 			v = 0;
 		}
@@ -376,6 +386,12 @@ static int inside(uint64_t off, uint64_t len)
 	return off >= sizeof(struct tp_ftp_ctl) && off + len >= off && off + len <= ftp.size;
 }
 
+static int reads_seg(const uint8_t *code, uint32_t len)
+{
+	return tp_expr_reads_reg(code, len, TP_UREG_FS_BASE) ||
+	       tp_expr_reads_reg(code, len, TP_UREG_GS_BASE);
+}
+
 static int check(void)
 {
 	struct tp_ftp_ctl *c = ftp.ctl;
@@ -401,12 +417,16 @@ static int check(void)
 		    (tp->cond_len && !inside(tp->cond_off, tp->cond_len)))
 			return -1;
 		it = (const void *)((uint8_t *)c + tp->items_off);
+		pl->seg = 0;
 		for (uint32_t k = 0; k < tp->nitems; k++) {
 			if (!inside(it[k].code_off, it[k].code_len) || it[k].size > (1u << 20))
 				return -1;
 			need += it[k].mem ? it[k].size : 0;
 			plan_item(&it[k], (uint8_t *)c + it[k].code_off, &pl->step[k]);
+			pl->seg |= reads_seg((uint8_t *)c + it[k].code_off, it[k].code_len);
 		}
+		if (tp->cond_len)
+			pl->seg |= reads_seg((uint8_t *)c + tp->cond_off, tp->cond_len);
 		if (tp->rec_size < need || (tp->rec_size & 7) || tp->rec_size > c->ring_size / 2)
 			return -1;
 		pl->rec_size = tp->rec_size;

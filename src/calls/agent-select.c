@@ -1,7 +1,8 @@
 /* `tracepad calls --engine agent`: which functions the agent hooks and how (engine.c's
- * selection, the stack walkers, IFUNC implementations, libc's functions the agent calls
- * itself, each function's bounds and alignment padding), written into the block that the
- * agent maps (hooks-abi.h). */
+ * selection, the stack walkers, IFUNC implementations, each function's bounds and alignment
+ * padding), written into the block that the agent maps (hooks-abi.h).  Any function may be
+ * hooked: the agent calls none of libc's while the pads are placed or live (its memcpy and
+ * the like are its own, libZydis's imports bound to them: src/agent/own-libc.c). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -37,77 +38,13 @@ static bool is_walker(const char *name)
 	return false;
 }
 
-/* libc's functions that the agent and libZydis call, some while the hooks are placed under
- * ptrace, when an int3 hit would stop the placing call, others at exit (libZydis's
- * destructors): never hooked. */
-static const char *const agent_uses[] = {
-    "memcpy",
-    "memmove",
-    "memset",
-    "strlen",
-    "__assert_fail",
-    "__stack_chk_fail",
-    "clock_gettime",
-    "getpid",
-    "gettid",
-    "mmap",
-    "mmap64",
-    "munmap",
-    "nanosleep",
-    "raise",
-    "sched_yield",
-    "sigemptyset",
-    "fcntl",
-    "fcntl64",
-    "fstat",
-    "fstat64",
-    "__errno_location",
-    "dl_iterate_phdr",
-    "dladdr1",
-    "dlopen",
-    "dlsym",
-    "__register_atfork",
-    "sigaction",
-    "__sigaction",
-    "sigprocmask",
-    "pthread_sigmask",
-    "signal",
-    "__cxa_finalize",
-};
-
-/* Their addresses in libc, and for IFUNCs the implementations their resolvers pick. */
-static void own_funcs(struct session *s, struct image *im, struct agent *a, pid_t tid)
-{
-	struct tp_fsyms fs;
-
-	if (!im->libc || tp_fsyms_read(im->libc->path, &fs))
-		return;
-	for (int k = 0; k < fs.n; k++)
-		for (int j = 0; j < fs.f[k].nnames; j++) {
-			bool use = false;
-			uint64_t at = fs.f[k].vaddr + im->libc->bias, impl = 0;
-
-			for (size_t i = 0; i < sizeof(agent_uses) / sizeof(agent_uses[0]); i++)
-				use |= !strcmp(fs.f[k].names[j], agent_uses[i]);
-			if (!use || a->nown + 2 > (int)(sizeof(a->own) / sizeof(a->own[0])))
-				continue;
-			a->own[a->nown++] = at;
-			if (fs.f[k].ifunc &&
-			    !tp_proc_inject_fcall(s->p, im->pid, tid, at, (const uint64_t[6]){0},
-						  false, &impl) &&
-			    impl)
-				a->own[a->nown++] = impl;
-			break;
-		}
-	tp_fsyms_release(&fs);
-}
-
 struct pick {
 	struct session *s;
 	struct image *im;
 	struct agent *a;
 	uint32_t max;
 	unsigned over;
+	uint32_t known; /* after a dlopen: the functions hooked already, not picked again */
 };
 
 /* What the agent does at function @f's entry (TP_HK_F_*), 0 for nothing. */
@@ -126,6 +63,8 @@ static uint32_t hook_flags(struct session *s, struct image *im, const struct fun
 		fl |= fl & TP_HK_F_WALK ? TP_HK_F_RETURNS : 0;
 	if (f->kind == F_CATCH)
 		fl |= TP_HK_F_CATCH;
+	if (f->kind == F_RBRK && f->addr == im->rbrk && im->rdebug)
+		fl |= TP_HK_F_RBRK;
 	if (!f->shown || f->kind == F_RESOLVER || f->kind == F_RBRK)
 		return fl;
 	fl |= TP_HK_F_SHOWN;
@@ -143,13 +82,12 @@ static int pick_one(void *arg, uint64_t addr, uint64_t *v)
 {
 	struct pick *p = arg;
 	struct func *f = (struct func *)(uintptr_t)*v;
-	uint32_t fl = hook_flags(p->s, p->im, f);
+	uint32_t fl;
 
-	for (int i = 0; fl && i < p->a->nown; i++)
-		if (p->a->own[i] == addr) {
-			p->a->nskipped += !p->a->hfs && (fl & TP_HK_F_SHOWN);
-			fl = 0;
-		}
+	for (uint32_t j = 0; j < p->known; j++)
+		if (p->a->hfs[j].addr == addr && !(p->a->hfs[j].flags & TP_HK_F_GONE))
+			return 0;
+	fl = hook_flags(p->s, p->im, f);
 	if (!fl)
 		return 0;
 	if (p->a->n == p->max) {
@@ -202,18 +140,19 @@ static uint64_t pad_end(pid_t pid, const struct tp_fsyms *fs, uint64_t bias, uin
 	return end;
 }
 
-static void set_bounds(struct image *im, struct agent *a)
+static void set_bounds(struct image *im, struct agent *a, uint32_t from)
 {
 	for (int i = 0; i < im->nobjs; i++) {
 		struct object *o = im->objs[i];
 		struct tp_fsyms fs;
 
-		if (tp_fsyms_read(o->path, &fs))
+		/* the tables the functions were selected from: debug-only ones have sizes */
+		if (tp_fsyms_read(o->path, o->debug_syms, &fs))
 			continue;
-		for (uint32_t j = 0; j < a->n; j++) {
+		for (uint32_t j = from; j < a->n; j++) {
 			struct tp_hk_func *h = &a->hfs[j];
 
-			if (a->func_of[j]->obj != o)
+			if (a->func_of[j]->obj != o || a->func_of[j]->ifunc_impl)
 				continue;
 			for (int k = 0; k < fs.n; k++)
 				if (fs.f[k].vaddr + o->bias == h->addr && fs.f[k].size) {
@@ -235,7 +174,7 @@ static int add_walkers(struct session *s, struct image *im)
 		struct tp_fsyms fs;
 		int r = 0;
 
-		if (tp_fsyms_read(o->path, &fs))
+		if (tp_fsyms_read(o->path, o->debug_syms, &fs))
 			continue;
 		for (int k = 0; k < fs.n && r != -ENOMEM; k++) {
 			uint64_t at = fs.f[k].vaddr + o->bias;
@@ -301,18 +240,16 @@ static int resolve_ifuncs(struct session *s, struct image *im, pid_t tid)
 
 static int block_new(struct session *s, struct image *im, struct agent *a)
 {
-	struct pick p = {s, im, a, TP_HK_MAX_FUNCS, 0};
+	struct pick p = {s, im, a, TP_HK_MAX_FUNCS, 0, 0};
 	uint64_t rings_off, data_off, funcs_off = sizeof(struct tp_hk_ctl);
 
 	tp_hash_foreach(&im->funcs, pick_one, &p);
 	if (p.over)
 		tp_warn("%u selected functions cannot be traced with --engine agent (at most %d)",
 			p.over, TP_HK_MAX_FUNCS);
-	if (a->nskipped)
-		tp_warn("%u selected functions of libc are used by the agent itself (memcpy, "
-			"memset, strlen...): not traced with --engine agent",
-			a->nskipped);
-	rings_off = (funcs_off + (uint64_t)a->n * sizeof(struct tp_hk_func) + 63) & ~63ull;
+	/* room for the functions of objects dlopen'ed later */
+	rings_off =
+	    (funcs_off + (uint64_t)TP_HK_MAX_FUNCS * sizeof(struct tp_hk_func) + 63) & ~63ull;
 	data_off = (rings_off + RINGS * sizeof(struct tp_ftp_ring) + 4095) & ~4095ull;
 	a->size = data_off + (uint64_t)RINGS * RING_SIZE;
 	a->fd = (int)syscall(SYS_memfd_create, "tracepad-hooks", 1u /* MFD_CLOEXEC */);
@@ -336,14 +273,54 @@ static int block_new(struct session *s, struct image *im, struct agent *a)
 	    .nrings = RINGS,
 	    .ring_size = RING_SIZE,
 	    .tracer_pid = (int32_t)getpid(),
+	    .funcs_cap = TP_HK_MAX_FUNCS,
 	};
 	a->hfs = (struct tp_hk_func *)((uint8_t *)a->ctl + funcs_off);
-	a->func_of = calloc(a->n ? a->n : 1, sizeof(*a->func_of));
+	a->func_of = calloc(TP_HK_MAX_FUNCS, sizeof(*a->func_of));
 	if (!a->func_of)
 		return -ENOMEM;
 	p.a->n = 0;
 	tp_hash_foreach(&im->funcs, pick_one, &p);
-	set_bounds(im, a);
+	set_bounds(im, a, 0);
+	return 0;
+}
+
+int tp_calls_agent_select_more(struct session *s, struct agent *a, uint32_t *first)
+{
+	struct image *im = a->im;
+	/* each function's object, compared by address after the sync frees the functions of
+	 * objects gone (freed after new ones are made: an address is never both) */
+	struct object **was = calloc(a->n ? a->n : 1, sizeof(*was));
+	struct pick p = {s, im, a, TP_HK_MAX_FUNCS, 0, a->n};
+	int r;
+
+	if (!was)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < a->n; j++)
+		was[j] = a->func_of[j] ? a->func_of[j]->obj : NULL;
+	*first = a->n;
+	r = tp_calls_objects_sync(s, im, a->pid);
+	s->objects_gen++;
+	for (uint32_t j = 0; j < a->n; j++) {
+		bool live = false;
+
+		for (int i = 0; was[j] && i < im->nobjs && !live; i++)
+			live = im->objs[i] == was[j];
+		if (was[j] && !live) {
+			a->hfs[j].flags |= TP_HK_F_GONE;
+			a->func_of[j] = NULL;
+		}
+	}
+	free(was);
+	if (!r)
+		r = add_walkers(s, im);
+	if (r)
+		return r;
+	tp_hash_foreach(&im->funcs, pick_one, &p);
+	if (p.over)
+		tp_warn("%u selected functions cannot be traced with --engine agent (at most %d)",
+			p.over, TP_HK_MAX_FUNCS);
+	set_bounds(im, a, *first);
 	return 0;
 }
 
@@ -355,6 +332,5 @@ int tp_calls_agent_select(struct session *s, struct image *im, struct agent *a, 
 		r = resolve_ifuncs(s, im, tid);
 	if (r)
 		return r;
-	own_funcs(s, im, a, tid);
 	return block_new(s, im, a);
 }

@@ -21,69 +21,28 @@
 #include "agent/hooks-abi.h"
 #include "base/log.h"
 #include "calls/agent-priv.h"
+#include "calls/unwind.h"
+#include "plugins/plugins.h"
+#include "proc/guard.h"
 #include "proc/inject.h"
 
 /* Options the agent engine does not have yet: the first one given, or NULL. */
 static const char *unsupported(const struct tp_calls_opts *o)
 {
-	return o->follow      ? "-f"
-	       : o->bt	      ? "--bt"
-	       : o->trace_dir ? "--trace"
-	       : o->nplugins  ? "--plugin"
-	       : o->syscalls  ? "-S"
-	       : o->ncallers  ? "-C"
-	       : o->entry     ? "--entry"
-			      : NULL;
+	/* plugins stay attached (agent-watch.c), -f follows the family (agent-follow.c): not
+	 * both at once yet */
+	return o->nplugins && o->follow	    ? "--plugin with -f"
+	       : o->nplugins && o->syscalls ? "--plugin with -S"
+					    : NULL;
 }
 
 /* ---- start ---- */
 
-/* Run the launched program to its entry point: its libraries are mapped and relocated, none
- * of its code has run. */
-static int to_entry(struct session *s, pid_t pid)
+/* -p's start (symbols, the selection, the agent's) takes a while: a signal to tracepad ends it
+ * between its steps, before anything is changed in the program or once it is whole again. */
+static bool interrupted(const struct session *s)
 {
-	uint64_t entry, pc;
-	uint8_t orig;
-	int r;
-
-	if (tp_proc_auxv(pid, AT_ENTRY, &entry) || tp_proc_get_pc(pid, &pc))
-		return -EIO;
-	if (pc == entry)
-		return 0;
-	if (tp_proc_read(pid, entry, &orig, 1) != 1)
-		return -EIO;
-	r = tp_proc_poke_int3(pid, entry, true, orig);
-	if (r)
-		return r;
-	r = tp_proc_resume(s->p, pid, TP_RESUME_CONT, 0);
-	while (!r) {
-		struct tp_event ev;
-
-		r = tp_proc_wait(s->p, &ev);
-		if (r == -EINTR && !(s->o->stop && *s->o->stop)) {
-			r = 0;
-			continue;
-		}
-		if (r)
-			break;
-		if (ev.kind == TP_EV_EXITED) {
-			if (ev.leader)
-				s->status = ev.status;
-			r = -ESRCH;
-			break;
-		}
-		if (ev.kind == TP_EV_BREAKPOINT && ev.tid == pid && !tp_proc_get_pc(ev.tid, &pc) &&
-		    pc == entry + 1)
-			break;
-		r = tp_proc_resume(s->p, ev.tid, TP_RESUME_CONT,
-				   ev.kind == TP_EV_SIGNAL	 ? ev.sig
-				   : ev.kind == TP_EV_BREAKPOINT ? SIGTRAP
-								 : 0);
-	}
-	if (r)
-		return r;
-	r = tp_proc_poke_int3(pid, entry, false, orig);
-	return r ? r : tp_proc_set_pc(pid, entry);
+	return s->o->pid && s->o->stop && *s->o->stop;
 }
 
 static int load_agent(struct session *s, struct agent *a, pid_t *tid)
@@ -93,28 +52,18 @@ static int load_agent(struct session *s, struct agent *a, pid_t *tid)
 				   .fd = a->fd,
 				   .error = a->ctl->error,
 				   .error_len = sizeof(a->ctl->error)};
-	struct tp_symtab *st = tp_symtab_new();
 	struct tp_proc_dl dl;
 	char why[512];
-	int r = -EINVAL;
+	int r = interrupted(s) ? -EINTR : tp_calls_agent_dl(a, &dl);
 
-	if (!st)
-		return -ENOMEM;
-	tp_symtab_load_pid(st, a->pid);
-	if (tp_symtab_find_symbol(st, "libc:dlopen", &dl.dlopen) ||
-	    tp_symtab_find_symbol(st, "libc:dlsym", &dl.dlsym)) {
-		tp_err("--engine agent: no dlopen in process %d (a static program, or glibc before "
-		       "2.34): use --engine ptrace",
-		       a->pid);
-		goto out;
-	}
-	if (tp_symtab_find_symbol(st, "libc:dlerror", &dl.dlerror))
-		dl.dlerror = 0;
+	if (!r && interrupted(s))
+		r = -EINTR;
+	if (r)
+		return r;
 	r = tp_proc_load_agent(s->p, a->pid, &dl, &ag, why, sizeof(why));
 	if (r) {
 		tp_err("--engine agent: process %d: %s", a->pid, why);
-		r = r == -ENOENT ? -EINVAL : r;
-		goto out;
+		return r == -ENOENT ? -EINVAL : r;
 	}
 	*tid = ag.tid;
 	snprintf(a->path, sizeof(a->path), "%s", ag.path);
@@ -122,10 +71,8 @@ static int load_agent(struct session *s, struct agent *a, pid_t *tid)
 	/* written by the agent: trusted only inside its own text */
 	if (!tp_proc_agent_mapped(a->pid, ag.path, a->ctl->install_pc) ||
 	    !tp_proc_agent_mapped(a->pid, ag.path, a->ctl->detach_pc))
-		r = -EIO;
-out:
-	tp_symtab_free(st);
-	return r;
+		return -EIO;
+	return 0;
 }
 
 /* A thread stopped on an inner boundary of a jmp site (or in a system call that restarts
@@ -133,7 +80,7 @@ out:
 static int move_threads(struct session *s, struct agent *a)
 {
 	pid_t tids[4096];
-	int n = tp_proc_tasks(s->p, tids, 4096);
+	int n = tp_proc_tasks_of(s->p, a->pid, tids, 4096);
 
 	for (int i = 0; i < n && i < 4096; i++) {
 		struct user_regs_struct regs;
@@ -158,17 +105,89 @@ static int move_threads(struct session *s, struct agent *a)
 	return 0;
 }
 
+/* ---- the crash guard's part (proc/guard.h) ---- */
+
+/* The agents whose hooks are in a program: a crash of tracepad puts their bytes back. */
+#define GUARDED_MAX 64
+static struct agent *volatile guarded[GUARDED_MAX];
+
+static void guard_add(struct agent *a)
+{
+	for (int i = 0; i < GUARDED_MAX; i++)
+		if (!guarded[i]) {
+			guarded[i] = a;
+			return;
+		}
+}
+
+void tp_calls_agent_unguard(struct agent *a)
+{
+	for (int i = 0; i < GUARDED_MAX; i++)
+		if (guarded[i] == a)
+			guarded[i] = NULL;
+}
+
+/* Every task stopped, from the fault's handler (no malloc, no stdio): each hooked entry gets
+ * the program's bytes back where it holds a pad's jmp or int3 (not where an exec put other
+ * code), and a thread stopped at a hook's int3 goes back to the instruction, whose bytes
+ * are the program's again.  The agent, finding tracepad gone, records nothing; the pads
+ * and trampoline stay mapped for the threads on their way through them (a fork child of -f
+ * keeps its inert pads). */
+static void restore_on_crash(void *arg)
+{
+	struct session *s = arg;
+
+	for (int i = 0; i < GUARDED_MAX; i++) {
+		struct agent *a = guarded[i];
+
+		if (!a || !a->orig)
+			continue;
+		for (uint32_t j = 0; j < a->n; j++) {
+			uint8_t b = 0;
+
+			if (tp_proc_read(a->pid, a->hfs[j].addr, &b, 1) == 1 &&
+			    b != a->orig[j][0] && (b == 0xe9 || b == 0xcc))
+				tp_proc_write(a->pid, a->hfs[j].addr, a->orig[j], ORIG_LEN);
+		}
+		for (int k = 0; k < s->nthreads; k++) {
+			pid_t tid = s->threads[k]->tid;
+			uint64_t pc;
+
+			if (!tp_proc_guard_trapped(tid) || tp_proc_get_pc(tid, &pc))
+				continue;
+			for (uint32_t j = 0; j < a->n; j++)
+				if (a->hfs[j].addr == pc - 1) {
+					tp_proc_set_pc(tid, pc - 1);
+					break;
+				}
+		}
+	}
+}
+
 /* Launch the program to its entry point, or attach to -p's process: every thread stopped. */
 static int take(struct session *s, struct agent *a)
 {
-	struct tp_launch l = {.argv = s->o->argv, .cpu = -1};
+	/* plugins see threads and processes end, stopped (tracepad stays attached; children
+	 * only to be let go: agent-watch.c) */
+	unsigned opts = s->o->nplugins
+			    ? TP_PROC_TRACE_EXIT | TP_PROC_FOLLOW_FORK | TP_PROC_TRACE_EXEC
+			: s->o->follow		      ? TP_PROC_FOLLOW_FORK | TP_PROC_TRACE_EXEC
+			: s->events || s->o->syscalls ? TP_PROC_TRACE_EXEC
+						      : 0;
+	struct tp_launch l = {.argv = s->o->argv, .cpu = -1, .opts = opts};
 	int r;
 
 	if (s->o->pid) {
-		r = tp_proc_attach(s->o->pid, 0, &s->p);
-		if (r)
+		char why[256];
+
+		r = tp_proc_attach(s->o->pid, opts, &s->p);
+		if (r == -EPERM && !tp_proc_perm_reason(s->o->pid, why, sizeof(why)))
+			tp_err("cannot attach to %d: %s", s->o->pid, why);
+		else if (r)
 			tp_err("cannot attach to %d: %s", s->o->pid,
-			       r == -ESRCH ? "no such process" : strerror(-r));
+			       r == -ESRCH   ? "no such process"
+			       : r == -EINTR ? "interrupted while waiting for its threads to stop"
+					     : strerror(-r));
 		a->pid = s->o->pid;
 		return r;
 	}
@@ -180,11 +199,39 @@ static int take(struct session *s, struct agent *a)
 	}
 	s->launched = true;
 	a->pid = tp_proc_pid(s->p);
-	r = to_entry(s, a->pid);
+	r = tp_calls_agent_to_entry(s, a->pid);
 	return r && r != -ESRCH ? -EIO : r;
 }
 
-static int start(struct session *s, struct agent *a)
+struct agent *tp_calls_agent_new(pid_t pid)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+
+	if (a) {
+		a->fd = -1;
+		a->pid = pid;
+	}
+	return a;
+}
+
+void tp_calls_agent_free(struct agent *a)
+{
+	if (!a)
+		return;
+	tp_calls_agent_unguard(a);
+	if (a->ctl)
+		munmap(a->ctl, a->size);
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a->func_of);
+	free(a->orig);
+	free(a->nobt);
+	tp_unwind_memo_free(a->memo);
+	free(a->room);
+	free(a);
+}
+
+int tp_calls_agent_hook(struct session *s, struct agent *a)
 {
 	struct image *im;
 	uint64_t bad = 0;
@@ -192,28 +239,55 @@ static int start(struct session *s, struct agent *a)
 	pid_t tid;
 	int r;
 
-	r = take(s, a);
-	if (r)
-		return r;
 	/* the loader is done: objects and functions as the ptrace engine selects them */
-	im = tp_calls_image_new(s, a->pid, a->pid, false);
+	a->im = im = tp_calls_image_new(s, a->pid, a->pid, false);
 	if (!im || tp_calls_add_pid(s, a->pid))
 		return -ENOMEM;
+	/* a static program is hooked from its main: launched by tracepad (with -f, an exec'd
+	 * one would have to be run there with other processes' events coming) or with -p */
+	if (im->is_static && a->launched && (r = tp_calls_agent_to_main(s, a))) {
+		if (r == -ENOENT)
+			tp_err("--engine agent: process %d: a static program without main", a->pid);
+		return r == -ENOENT ? -EINVAL : r;
+	}
+	if (im->is_static && !a->launched && !s->o->pid) {
+		tp_err("--engine agent: process %d: a static program exec'd: not traced", a->pid);
+		return -EINVAL;
+	}
 	r = tp_calls_agent_select(s, im, a, tp_proc_loader_task(s->p, a->pid));
 	if (!r && im->libc &&
 	    !tp_errno_tpoff(a->pid, im->libc->path, im->libc->bias, &a->ctl->errno_tpoff))
 		a->ctl->errno_ok = 1;
-	a->orig = calloc(a->n ? a->n : 1, ORIG_LEN);
+	/* --bt: the objects known to the unwinder and the symbols while the process is there
+	 * (a short one may be gone by the time its rings are drained) */
+	if (!r && s->o->bt) {
+		char buf[64];
+
+		im->uw = tp_unwinder_new(a->pid);
+		tp_calls_symbolize(s, a->pid, im->entry, false, buf, sizeof(buf));
+	}
+	a->orig = calloc(TP_HK_MAX_FUNCS, ORIG_LEN);
+	/* the agent asks for the objects dlopen'ed later at the loader's r_brk */
+	for (uint32_t j = 0; !r && j < a->n; j++)
+		if (a->hfs[j].flags & TP_HK_F_RBRK)
+			a->ctl->rdebug = im->rdebug;
 	if (!r && !a->orig)
 		r = -ENOMEM;
-	for (uint32_t j = 0; !r && j < a->n; j++)
-		if (tp_proc_read(a->pid, a->hfs[j].addr, a->orig[j], ORIG_LEN) != ORIG_LEN)
-			r = -EIO;
-	if (!r)
+	if (!r && interrupted(s))
+		r = -EINTR;
+	if (!r) {
+		a->ctl->follow = s->o->follow;
+		tp_calls_agent_plan(s, a, 0);
 		r = load_agent(s, a, &tid);
+	}
 	if (r)
 		return r;
 	r = tp_proc_stop_all(s->p, 0);
+	/* read once the agent took over: the pads of a session whose tracepad was killed are out
+	 * of the code by now (tracepad_hooks_attach) */
+	for (uint32_t j = 0; !r && j < a->n; j++)
+		if (tp_proc_read(a->pid, a->hfs[j].addr, a->orig[j], ORIG_LEN) != ORIG_LEN)
+			r = -EIO;
 	if (!r)
 		r = tp_proc_inject_fcall(s->p, a->pid, tid, a->ctl->install_pc,
 					 (const uint64_t[6]){0}, false, &bad);
@@ -222,6 +296,7 @@ static int start(struct session *s, struct agent *a)
 		return r == -ESRCH ? r : -EIO;
 	}
 	a->live = true;
+	guard_add(a);
 	for (uint32_t j = 0; j < a->n; j++) {
 		const struct tp_hk_func *x = &a->hfs[j];
 
@@ -239,58 +314,107 @@ static int start(struct session *s, struct agent *a)
 
 /* ---- events ---- */
 
-static struct thread *thread_get(struct session *s, pid_t pid, pid_t tid)
+struct thread *tp_calls_agent_thread(struct session *s, pid_t pid, pid_t tid)
 {
 	struct thread *t = tp_calls_thread_of(s, tid);
 
 	return t ? t : tp_calls_thread_add(s, tid, pid, NULL, true);
 }
 
-static const struct tp_proto *proto_of(struct session *s, struct func *f)
+/* The clock of the records' time stamps: the session's (clock.c), whose every conversion
+ * reads CLOCK_MONOTONIC, taken as an anchor and a rate at most a millisecond old. */
+static void clock_anchor(struct session *s, struct agent *a)
 {
-	if (!f->proto_done) {
-		f->proto = tp_protos_find(s->protos, f->obj->path, f->name, f->addr - f->obj->bias);
-		f->proto_done = true;
-	}
-	return f->proto;
+	uint64_t now = __builtin_ia32_rdtsc();
+
+	if (a->clk_rate && now >= a->clk_tsc && (double)(now - a->clk_tsc) * a->clk_rate < 1e6)
+		return;
+	a->clk_tsc = now;
+	a->clk_ns = tp_calls_tsc_ns(s, now);
+	a->clk_rate = (double)tp_calls_ticks_ns(s, 1ull << 30) / (double)(1ull << 30);
+}
+
+static uint64_t ns_of(const struct agent *a, uint64_t tsc)
+{
+	return tsc >= a->clk_tsc ? a->clk_ns + (uint64_t)((double)(tsc - a->clk_tsc) * a->clk_rate)
+				 : a->clk_ns - (uint64_t)((double)(a->clk_tsc - tsc) * a->clk_rate);
 }
 
 /* The call on top of @t is over: returned with @h's registers, or, @h NULL, left as @why
  * says. */
-static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *h, const char *why)
+static void finish(struct session *s, struct agent *a, struct thread *t, const struct tp_hk_rec *h,
+		   const char *why)
 {
 	struct rec *rc = &t->recs[--t->n];
-	struct stat_ent *e = tp_calls_stat_of(s, t->pid, rc->f);
+	struct stat_ent *e;
 	char text[600], tail[700];
 	bool failed = false;
 	uint64_t d = 0;
 
-	if (!e || tp_calls_too_deep(s, t->n))
-		return;
-	if (!h) {
-		if (!s->o->summary && !s->o->min_ns)
-			tp_calls_line_call(s, t, rc, t->n, why);
+	text[0] = 0;
+	if (tp_calls_too_deep(s, t->n)) {
+		if (h) {
+			rc->c.retval = h->regs[0];
+			tp_calls_agent_current(a, 0, NULL, h);
+			tp_plugins_ret(s->plugins, &rc->c);
+			tp_calls_agent_current(NULL, 0, NULL, NULL);
+		}
 		return;
 	}
+	if (!h) {
+		if (!s->o->summary && !s->o->min_ns && tp_calls_line_wanted(s, rc))
+			tp_calls_line_call(s, t, rc, t->n, why);
+		if (s->trace) {
+			rc->c.return_ns = ns_of(a, s->ret_tsc);
+			tp_calls_trace_return(s->trace, rc, why + 3);
+		}
+		return;
+	}
+	/* a frame left without its return (a fork child's inherited main, say) is no entry
+	 * of the process's summary */
+	e = tp_calls_stat_of(s, t->pid, rc->f);
+	if (!e)
+		return;
 	{
-		const struct tp_proto *p = proto_of(s, rc->f);
-		struct user_regs_struct regs = {
-		    .rax = h->regs[0], .rdx = h->regs[1], .rsp = h->sp + 8};
+		const struct tp_proto *p = tp_calls_agent_proto(s, rc->f);
+		/* the agent's (zeroed once: clearing 216 bytes a call cost more than the rest) */
+		struct user_regs_struct *regs = &a->regs;
+		int err = (h->flags & TP_HK_R_ERRNO) ? (int)(int32_t)h->aux : -1;
 
-		int err = (h->flags & TP_HK_R_ERRNO) ? (int)(int32_t)h->regs[2] : -1;
+		struct tp_calls_pieces ps = tp_calls_agent_pieces(h);
+		struct user_fpregs_struct fp;
 
-		d = tp_calls_ticks_ns(s, h->tsc > rc->entry_tsc ? h->tsc - rc->entry_tsc : 0);
-		if (s->need_args)
-			tp_proto_format_ret(p, -1, &regs, NULL, err, text, sizeof(text), &failed);
-		else
-			failed = p && tp_proto_failed(p, &regs);
+		regs->rax = h->regs[0];
+		regs->rdx = h->regs[1];
+		regs->rsp = h->sp + 8;
+
+		d = (uint64_t)((double)(h->tsc > rc->entry_tsc ? h->tsc - rc->entry_tsc : 0) *
+				   a->clk_rate +
+			       0.5);
+		if (s->need_args) {
+			tp_proto_set_mem(tp_calls_agent_piece_read, &ps);
+			tp_proto_format_ret(p, -1, regs,
+					    tp_calls_agent_piece_fp(&ps, &fp) ? &fp : NULL, err,
+					    text, sizeof(text), &failed);
+			tp_proto_set_mem(NULL, NULL);
+		} else
+			failed = p && tp_proto_failed(p, regs);
 	}
 	e->returns++;
 	e->errors += failed;
 	e->total += d;
 	e->min = d < e->min ? d : e->min;
 	e->max = d > e->max ? d : e->max;
-	if (s->o->summary || d < s->o->min_ns)
+	if (s->trace) {
+		rc->c.return_ns = rc->c.entry_ns + d;
+		tp_calls_trace_return(s->trace, rc, text);
+	}
+	rc->c.retval = h->regs[0];
+	rc->c.return_ns = rc->c.entry_ns + d;
+	tp_calls_agent_current(a, 0, NULL, h);
+	tp_plugins_ret(s->plugins, &rc->c);
+	tp_calls_agent_current(NULL, 0, NULL, NULL);
+	if (s->o->summary || d < s->o->min_ns || !tp_calls_line_wanted(s, rc))
 		return;
 	if (s->o->durations)
 		snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">", text,
@@ -298,6 +422,17 @@ static void finish(struct session *s, struct thread *t, const struct tp_hk_rec *
 	else
 		snprintf(tail, sizeof(tail), " = %s", text);
 	tp_calls_line_call(s, t, rc, t->n, tail);
+}
+
+/* --bt: the call's backtrace from its entry, unwound by libdw (unwind.h) over the registers
+ * and the stack the agent copied (its plan's snap: BT_BYTES). */
+static void backtrace_of(struct session *s, struct agent *a, struct thread *t,
+			 const struct tp_hk_rec *h, struct rec *rc)
+{
+	int n =
+	    tp_calls_agent_unwind(s, a, t->tid, h, rc->pcs, s->o->bt + 1 < 64 ? s->o->bt + 1 : 64);
+
+	rc->npcs = n > 0 ? n : 0;
 }
 
 static void on_entry(struct session *s, struct agent *a, struct thread *t,
@@ -318,48 +453,82 @@ static void on_entry(struct session *s, struct agent *a, struct thread *t,
 	rc->entry_tsc = h->tsc;
 	rc->stall0 = 0;
 	rc->args[0] = 0;
-	rc->c = (struct tracepad_call){
-	    .pid = t->pid,
-	    .tid = t->tid,
-	    .object = f->obj->base,
-	    .function = f->name,
-	    .func = f->addr,
-	    .sp = h->sp,
-	    .depth = rc == &tmp ? t->n : t->n - 1,
-	    .entry_ns = tp_calls_tsc_ns(s, h->tsc),
-	};
+	/* field by field: a compound literal's clearing (rep stos) cost a third of a call */
+	rc->c.pid = t->pid;
+	rc->c.tid = t->tid;
+	rc->c.object = f->obj->base;
+	rc->c.function = f->name;
+	rc->c.func = f->addr;
 	memcpy(rc->c.args, h->regs, sizeof(rc->c.args));
+	rc->c.sp = h->sp;
+	rc->c.caller = 0;
+	rc->c.retval = 0;
+	rc->c.depth = rc == &tmp ? t->n : t->n - 1;
+	rc->c.entry_ns = ns_of(a, h->tsc);
+	rc->c.return_ns = 0;
+	rc->c.user = NULL;
+	tp_calls_callers_enter(t, rc);
+	if (s->plugins) {
+		struct tp_calls_pieces ps = tp_calls_agent_pieces(h);
+
+		if (tp_calls_agent_piece_read(&ps, h->sp, &rc->c.caller, 8) != 8)
+			rc->c.caller = 0;
+		tp_calls_agent_current(a, t->tid, h, h);
+		tp_plugins_call(s->plugins, &rc->c);
+		tp_calls_agent_current(NULL, 0, NULL, NULL);
+		/* only shrunk while the agent may read it: room is reckoned before the copy */
+		if (a->nobt && a->nobt[h->func] < SNAP_PROBE && ++a->nobt[h->func] == SNAP_PROBE)
+			a->hfs[h->func].plan.snap = 8;
+	}
 	if (tp_calls_too_deep(s, rc->c.depth) || !(e = tp_calls_stat_of(s, t->pid, f)))
 		return;
 	e->calls++;
 	if (s->need_args) {
-		struct user_regs_struct regs = {.rdi = h->regs[0],
-						.rsi = h->regs[1],
-						.rdx = h->regs[2],
-						.rcx = h->regs[3],
-						.r8 = h->regs[4],
-						.r9 = h->regs[5],
-						.rsp = h->sp};
+		struct user_regs_struct *regs = &a->regs;
 
-		/* no memory of the program: it was not recorded (strings show as addresses) */
-		tp_proto_format_args(proto_of(s, f), -1, &regs, NULL, rc->args, sizeof(rc->args));
+		struct tp_calls_pieces ps = tp_calls_agent_pieces(h);
+		struct user_fpregs_struct fp;
+
+		regs->rdi = h->regs[0];
+		regs->rsi = h->regs[1];
+		regs->rdx = h->regs[2];
+		regs->rcx = h->regs[3];
+		regs->r8 = h->regs[4];
+		regs->r9 = h->regs[5];
+		regs->rsp = h->sp;
+		/* the program's memory as the agent copied it at the call */
+		tp_proto_set_mem(tp_calls_agent_piece_read, &ps);
+		tp_proto_format_args(tp_calls_agent_proto(s, f), -1, regs,
+				     tp_calls_agent_piece_fp(&ps, &fp) ? &fp : NULL, rc->args,
+				     sizeof(rc->args));
+		tp_proto_set_mem(NULL, NULL);
 	}
-	if (rc == &tmp && !s->o->summary) {
+	if (s->o->bt)
+		backtrace_of(s, a, t, h, rc);
+	if (s->trace)
+		tp_calls_trace_call(s->trace,
+				    rc); /* entry_ns as written: durations count from it */
+	/* at the entry's time stamp: the line of a call not followed, or --entry's of one
+	 * followed (its backtrace goes with the completed call, as the ptrace engine has it) */
+	if (!s->o->summary && (rc == &tmp || s->o->entry) && tp_calls_line_wanted(s, rc)) {
+		int npcs = rc->npcs;
+
 		s->ret_tsc = h->tsc;
+		rc->npcs = rc == &tmp ? npcs : 0;
 		tp_calls_line_call(s, t, rc, rc->c.depth,
-				   f->hooked ? " = <return not followed>" : "");
+				   rc != &tmp  ? " ..."
+				   : f->hooked ? " = <return not followed>"
+					       : "");
+		rc->npcs = npcs;
 		s->ret_tsc = 0;
 	}
 }
 
-static void one(struct session *s, struct agent *a, const struct tp_hk_rec *h)
+static void one(struct session *s, struct agent *a, struct thread *t, const struct tp_hk_rec *h)
 {
-	struct thread *t = thread_get(s, a->pid, h->tid);
-
-	if (!t)
-		return;
 	if (h->type == TP_HK_ENTRY) {
-		on_entry(s, a, t, h);
+		if (a->func_of[h->func]) /* NULL: its object is gone (dlclose) */
+			on_entry(s, a, t, h);
 		return;
 	}
 	if (h->type == TP_HK_RESTORED || h->type == TP_HK_REHOOKED) {
@@ -376,7 +545,7 @@ static void one(struct session *s, struct agent *a, const struct tp_hk_rec *h)
 	while (t->n) {
 		bool tail = t->recs[t->n - 1].aux & REC_TAIL;
 
-		finish(s, t, h->type == TP_HK_RETURN ? h : NULL,
+		finish(s, a, t, h->type == TP_HK_RETURN ? h : NULL,
 		       h->flags & TP_HK_R_LOST ? " = <return not followed>" : " = <unwound>");
 		if (!tail)
 			break;
@@ -386,8 +555,7 @@ static void one(struct session *s, struct agent *a, const struct tp_hk_rec *h)
 
 /* Calls in flight of threads that ended (pthread_exit, or the whole process): after a last
  * drain, they never return. */
-static uint64_t drain(struct session *s, struct agent *a);
-static void ended_threads(struct session *s, struct agent *a, bool all)
+void tp_calls_agent_ended(struct session *s, struct agent *a, bool all)
 {
 	bool drained = all;
 
@@ -398,69 +566,181 @@ static void ended_threads(struct session *s, struct agent *a, bool all)
 		    (!all && errno != ESRCH))
 			continue;
 		if (!drained)
-			drain(s, a);
+			tp_calls_agent_drain(s, a);
 		drained = true;
-		s->ret_tsc = __builtin_ia32_rdtsc();
-		while (t->n)
-			finish(s, t, NULL,
-			       t->recs[t->n - 1].aux & REC_LOST ? " = <return not followed>"
-								: " = <no return>");
-		s->ret_tsc = 0;
+		tp_calls_agent_gone(s, a, t);
 	}
 }
 
-static uint64_t drain(struct session *s, struct agent *a)
+void tp_calls_agent_gone(struct session *s, struct agent *a, struct thread *t)
+{
+	tp_calls_agent_thread_over(s, a, t, " = <no return>");
+}
+
+void tp_calls_agent_thread_over(struct session *s, struct agent *a, struct thread *t,
+				const char *why)
+{
+	clock_anchor(s, a);
+	s->ret_tsc = __builtin_ia32_rdtsc();
+	while (t->n)
+		finish(s, a, t, NULL,
+		       t->recs[t->n - 1].aux & REC_LOST ? " = <return not followed>" : why);
+	s->ret_tsc = 0;
+}
+
+/* The agent waits at the loader's r_brk (a dlopen or a dlclose is done): the image
+ * synchronised, the new objects' functions handed over, the agent woken, up to request
+ * @seq (read before the rings' heads that were drained). */
+static void dl_answer(struct session *s, struct agent *a, uint32_t seq)
+{
+	uint32_t first = a->n;
+	int r;
+
+	if (seq == a->dl_done || !a->im)
+		return;
+	r = tp_calls_agent_select_more(s, a, &first);
+	if (r)
+		tp_warn("--engine agent: the objects of process %d after a dlopen: %s", a->pid,
+			strerror(-r));
+	for (uint32_t j = first; j < a->n; j++)
+		if (tp_proc_read(a->pid, a->hfs[j].addr, a->orig[j], ORIG_LEN) != ORIG_LEN)
+			a->hfs[j].flags = 0; /* nothing to do there */
+	tp_calls_agent_plan(s, a, first);
+	__atomic_store_n(&a->ctl->nfuncs, a->n, __ATOMIC_RELEASE);
+	a->dl_done = seq;
+	__atomic_store_n(&a->ctl->dl_done, seq, __ATOMIC_RELEASE);
+	syscall(SYS_futex, &a->ctl->dl_done, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* A ring being drained: what was read of it, up to the head seen. */
+struct ring_rd {
+	struct tp_ftp_ring *r;
+	const uint8_t *data;
+	uint64_t tail, head, given; /* given: the tail the agent was told */
+	struct thread **thr;	    /* its records' thread */
+	pid_t pid;		    /* its owner's process (a fork child's, with -f) */
+	struct session *s;
+	uint32_t i;
+};
+
+/* Ring @i's records, as far as tail to head went, are checked as untrusted (the agent's).
+ * The one at its tail, or NULL at the head; FILL records are passed, THREAD ones taken. */
+static const struct tp_hk_rec *peek(struct agent *a, struct ring_rd *rd)
+{
+	while (rd->tail < rd->head) {
+		uint32_t left = a->ctl->ring_size - (uint32_t)(rd->tail & (a->ctl->ring_size - 1));
+		const struct tp_hk_rec *h =
+		    (const void *)(rd->data + (rd->tail & (a->ctl->ring_size - 1)));
+
+		if (h->size < 8 || h->size > left || (h->size & 7))
+			goto broken;
+		if (h->type == TP_FTP_REC_FILL) {
+			rd->tail += h->size;
+			continue;
+		}
+		if (h->type < TP_HK_ENTRY || h->type > TP_HK_THREAD ||
+		    (h->type == TP_HK_ENTRY && h->func >= a->n) ||
+		    !tp_calls_agent_size_ok(rd->s, a, h) ||
+		    (h->type == TP_HK_THREAD && (int32_t)h->aux <= 0) ||
+		    (h->type != TP_HK_THREAD && !*rd->thr))
+			goto broken;
+		if (h->type != TP_HK_THREAD)
+			return h;
+		/* the ring's records are another thread's from here */
+		*rd->thr = tp_calls_agent_thread(rd->s, rd->pid, (pid_t)h->aux);
+		rd->tail += h->size;
+		if (!*rd->thr)
+			return NULL;
+	}
+	return NULL;
+broken:
+	tp_warn("--engine agent: a broken record in ring %u: ring dropped", rd->i);
+	rd->tail = rd->head;
+	return NULL;
+}
+
+/* Give ring @rd's room back up to its tail, and wake its thread if it sleeps waiting for
+ * room (the agent's ring.c). */
+static void give_back(struct ring_rd *rd)
+{
+	__atomic_store_n(&rd->r->tail, rd->tail, __ATOMIC_SEQ_CST);
+	rd->given = rd->tail;
+	if (__atomic_load_n(&rd->r->waiting, __ATOMIC_SEQ_CST) &&
+	    __atomic_exchange_n(&rd->r->waiting, 0, __ATOMIC_SEQ_CST))
+		syscall(SYS_futex, &rd->r->waiting, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Every ring's records up to its head as it is now, merged in time order (the trace's
+ * time stamps and the lines' order across threads): the records of one thread are in its
+ * order; of several, the earliest time stamp first. */
+uint64_t tp_calls_agent_drain(struct session *s, struct agent *a)
 {
 	struct tp_ftp_ring *rings = (void *)((uint8_t *)a->ctl + a->ctl->rings_off);
 	uint32_t size = a->ctl->ring_size;
-	uint64_t n = 0;
+	struct ring_rd rds[RINGS];
+	const struct tp_hk_rec *cur[RINGS];
+	int n = 0;
+	uint64_t done = 0;
+	/* before the heads: every record written before a dlopen's or dlclose's request is
+	 * drained before it is answered (a dlclose frees its functions) */
+	uint32_t dl_seq = a->ctl->rdebug ? __atomic_load_n(&a->ctl->dl_seq, __ATOMIC_ACQUIRE) : 0;
 
+	a->full = false;
+	clock_anchor(s, a);
 	for (uint32_t i = 0; i < RINGS; i++) {
-		struct tp_ftp_ring *r = &rings[i];
-		uint64_t tail = r->tail, head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-		uint8_t *data = (uint8_t *)a->ctl + a->ctl->data_off + (uint64_t)i * size;
+		struct ring_rd *rd = &rds[n];
 
-		while (tail < head) {
-			const struct tp_hk_rec *h = (const void *)(data + (tail & (size - 1)));
-			uint32_t left = size - (uint32_t)(tail & (size - 1));
-
-			/* the agent's records, checked as untrusted */
-			if (h->size < 8 || h->size > left ||
-			    (h->type != TP_FTP_REC_FILL &&
-			     (h->size != sizeof(*h) || h->type < TP_HK_ENTRY ||
-			      h->type > TP_HK_REHOOKED ||
-			      (h->type == TP_HK_ENTRY && h->func >= a->n)))) {
-				tp_warn("--engine agent: a broken record in ring %u: ring dropped",
-					i);
-				tail = head;
-				break;
-			}
-			if (h->type != TP_FTP_REC_FILL) {
-				one(s, a, h);
-				n++;
-			}
-			tail += h->size;
-		}
-		__atomic_store_n(&r->tail, tail, __ATOMIC_SEQ_CST);
-		/* its thread found it full and sleeps (the agent's ring.c) */
-		if (__atomic_load_n(&r->waiting, __ATOMIC_SEQ_CST) &&
-		    __atomic_exchange_n(&r->waiting, 0, __ATOMIC_SEQ_CST))
-			syscall(SYS_futex, &r->waiting, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		rd->r = &rings[i];
+		rd->tail = rd->given = rd->r->tail;
+		rd->head = __atomic_load_n(&rd->r->head, __ATOMIC_ACQUIRE);
+		if (rd->head - rd->tail > size / 8)
+			a->full = true;
+		if (rd->tail == rd->head)
+			continue;
+		rd->data = (uint8_t *)a->ctl + a->ctl->data_off + (uint64_t)i * size;
+		rd->thr = &a->ring_thr[i];
+		/* the process of the ring's owner, written before its first record: a fork
+		 * child sharing the block with -f */
+		rd->pid = __atomic_load_n(&rd->r->pid, __ATOMIC_ACQUIRE);
+		rd->pid = rd->pid > 0 ? rd->pid : a->pid;
+		rd->s = s;
+		rd->i = i;
+		cur[n] = peek(a, rd);
+		n++;
 	}
-	return n;
+	for (;;) {
+		int m = -1;
+
+		for (int j = 0; j < n; j++)
+			if (cur[j] && (m < 0 || cur[j]->tsc < cur[m]->tsc))
+				m = j;
+		if (m < 0)
+			break;
+		one(s, a, *rds[m].thr, cur[m]);
+		done++;
+		tp_proc_guard_event(); /* TRACEPAD_TEST_CRASH: a record is an event */
+		rds[m].tail += cur[m]->size;
+		/* room back as it is made: the thread may be waiting for it */
+		if (rds[m].tail - rds[m].given >= size / 8)
+			give_back(&rds[m]);
+		cur[m] = peek(a, &rds[m]);
+	}
+	for (int j = 0; j < n; j++)
+		give_back(&rds[j]);
+	if (a->ctl->rdebug)
+		dl_answer(s, a, dl_seq);
+	return done;
 }
 
 /* ---- the job ---- */
 
-static int leave(struct session *s, struct agent *a);
-
 /* Threads whose trap at a hook's int3 tracepad took as it attached (a breakpoint stop, which
  * detaching would not deliver) go back to the hooked instruction, whose bytes are the
  * program's again: otherwise they would resume one byte into it.  Other stops stay queued. */
-static void traps_back(struct session *s, struct agent *a)
+static void traps_back(struct session *s, struct agent *a, pid_t pid)
 {
 	pid_t tids[4096];
-	int n = tp_proc_tasks(s->p, tids, 4096);
+	int n = tp_proc_tasks_of(s->p, pid, tids, 4096);
 	struct tp_event keep[64];
 	int nkeep = 0;
 
@@ -489,29 +769,41 @@ static void traps_back(struct session *s, struct agent *a)
  * threads out of the hooks, the block unmapped by the agent, the code compared with what it
  * was, and the program let go.  Frames hooked meanwhile still return through the agent's
  * trampoline, which records nothing any more. */
-static int leave(struct session *s, struct agent *a)
+int tp_calls_agent_leave(struct session *s, struct agent *a)
+{
+	/* with plugins, tracepad is still attached */
+	int r = s->p ? tp_proc_stop_all(s->p, 0) : tp_proc_attach(a->pid, 0, &s->p);
+
+	if (r)
+		return r == -ESRCH ? 0 : r;
+	r = tp_calls_agent_unhook(s, a, a->pid);
+	a->live = false;
+	tp_calls_agent_unguard(a);
+	tp_proc_detach(s->p);
+	s->p = NULL;
+	return r == -ESRCH ? 0 : r;
+}
+
+int tp_calls_agent_unhook(struct session *s, struct agent *a, pid_t pid)
 {
 	uint64_t busy = 0;
 	pid_t tid;
 	int r;
 
-	r = tp_proc_attach(a->pid, 0, &s->p);
-	if (r)
-		return r == -ESRCH ? 0 : r;
-	if (!tp_proc_agent_mapped(a->pid, a->path, a->detach_pc))
-		goto out; /* an execve took the agent and its hooks away */
-	tid = tp_proc_loader_task(s->p, a->pid);
+	if (!tp_proc_agent_mapped(pid, a->path, a->detach_pc))
+		return 0; /* an execve took the agent and its hooks away */
+	tid = tp_proc_loader_task(s->p, pid);
 	for (int round = 0; round < DETACH_ROUNDS; round++) {
-		r = tp_proc_inject_fcall(s->p, a->pid, tid, a->detach_pc, (const uint64_t[6]){0},
+		r = tp_proc_inject_fcall(s->p, pid, tid, a->detach_pc, (const uint64_t[6]){0},
 					 false, &busy);
 		tp_dbg("calls: detach in %d: %d busy %lld", tid, r, (long long)busy);
 		if (r || (int64_t)busy <= 0)
 			break;
 		/* a thread inside a hook (maybe waiting for room in its ring) */
-		drain(s, a);
+		tp_calls_agent_drain(s, a);
 		tp_proc_resume_all(s->p);
 		usleep(1000);
-		drain(s, a);
+		tp_calls_agent_drain(s, a);
 		r = tp_proc_stop_all(s->p, 0);
 		if (r)
 			break;
@@ -520,22 +812,27 @@ static int leave(struct session *s, struct agent *a)
 		tp_warn("--engine agent: a thread stayed inside a hook: the agent's block stays "
 			"mapped in the program");
 	if (!r && !busy)
-		traps_back(s, a);
+		traps_back(s, a, pid);
 	for (uint32_t j = 0; !r && j < a->n; j++) {
 		uint8_t now[ORIG_LEN];
 
-		if (tp_proc_read(a->pid, a->hfs[j].addr, now, ORIG_LEN) == ORIG_LEN &&
+		if (a->func_of[j] && tp_proc_read(pid, a->hfs[j].addr, now, ORIG_LEN) == ORIG_LEN &&
 		    memcmp(now, a->orig[j], ORIG_LEN)) {
 			tp_err("--engine agent: the code of %s is not what it was",
 			       a->func_of[j]->name);
 			r = -EIO;
 		}
 	}
-out:
-	a->live = false;
-	tp_proc_detach(s->p);
-	s->p = NULL;
 	return r == -ESRCH ? 0 : r;
+}
+
+void tp_calls_agent_lost(const struct agent *a)
+{
+	if (a->ctl && (a->ctl->lost || a->ctl->no_ring || a->ctl->nested || a->ctl->deep))
+		tp_warn("--engine agent: calls not followed: %" PRIu64 " lost, %" PRIu64
+			" of threads without a ring, %" PRIu64 " in signal handlers inside a "
+			"hook, %" PRIu64 " too deep",
+			a->ctl->lost, a->ctl->no_ring, a->ctl->nested, a->ctl->deep);
 }
 
 int tp_calls_agent_run(struct session *s)
@@ -552,7 +849,23 @@ int tp_calls_agent_run(struct session *s)
 		return 2;
 	}
 	s->agent = true;
-	r = start(s, &a);
+	if (s->o->trace_dir && tp_calls_trace_open(s, s->o->trace_dir, &s->trace))
+		return 2; /* as the ptrace engine: the writer said why */
+	r = take(s, &a);
+	a.launched = s->launched;
+	if (!r)
+		r = tp_proc_guard_set("tracepad calls", restore_on_crash, s);
+	if (!r && s->o->pid)
+		r = tp_calls_agent_orphan(s, a.pid);
+	if (!r)
+		r = interrupted(s) ? -EINTR : tp_calls_agent_hook(s, &a);
+	if (r == -EINTR && s->p && !a.live) {
+		/* -p interrupted before its hooks went in: let go as it was, nothing traced */
+		tp_proc_detach(s->p);
+		s->p = NULL;
+		r = 0;
+		goto out;
+	}
 	if (r) {
 		/* a launched program goes, an attached one is let go as it was */
 		if (s->launched) {
@@ -560,7 +873,7 @@ int tp_calls_agent_run(struct session *s)
 		} else {
 			tp_proc_detach(s->p);
 			if (a.live)
-				leave(s, &a);
+				tp_calls_agent_leave(s, &a);
 		}
 		s->p = NULL;
 		r = 2;
@@ -568,6 +881,16 @@ int tp_calls_agent_run(struct session *s)
 	}
 	s->started = true;
 	pid = a.pid;
+	/* the ptrace engine's exec and signal lines too (no fork followed); -S: the system
+	 * calls' lines as well, at their stops */
+	if (s->o->follow || s->events || s->o->syscalls) {
+		r = tp_calls_agent_follow(s, &a);
+		goto out;
+	}
+	if (s->o->nplugins) {
+		r = tp_calls_agent_watch(s, &a, &ended, &st);
+		goto done;
+	}
 	/* no ptrace stop from here on: the program runs, the rings are drained */
 	tp_proc_detach(s->p);
 	s->p = NULL;
@@ -577,7 +900,9 @@ int tp_calls_agent_run(struct session *s)
 		deadline = tp_calls_now_ns() + (uint64_t)(s->o->duration * 1e9);
 	while (!(s->o->stop && *s->o->stop) && !(deadline && tp_calls_now_ns() >= deadline)) {
 		struct pollfd pf = {.fd = pfd, .events = POLLIN};
-		bool busy = drain(s, &a) > 0;
+		/* drained in batches (a pass a few records long cost more in its system calls
+		 * than the records): at once again only while a ring was over 1/8 full */
+		bool busy = tp_calls_agent_drain(s, &a) > 0 && a.full;
 
 		if (s->launched) {
 			if (waitpid(pid, &st, WNOHANG) == pid &&
@@ -590,7 +915,7 @@ int tp_calls_agent_run(struct session *s)
 			break;
 		}
 		if (tp_calls_now_ns() >= next) {
-			ended_threads(s, &a, false);
+			tp_calls_agent_ended(s, &a, false);
 			next = tp_calls_now_ns() + 50000000u;
 		}
 		tp_calls_lines_tick(s, false);
@@ -599,24 +924,21 @@ int tp_calls_agent_run(struct session *s)
 	}
 	if (pfd >= 0)
 		close(pfd);
-	drain(s, &a);
-	if (!ended && leave(s, &a))
+	tp_calls_agent_drain(s, &a);
+	if (!ended && tp_calls_agent_leave(s, &a))
 		r = 1;
 	else
 		r = 0;
-	drain(s, &a);
+done:
+	tp_calls_agent_drain(s, &a);
 	if (ended)
-		ended_threads(s, &a, true);
+		tp_calls_agent_ended(s, &a, true);
 	/* calls in flight when tracepad was interrupted finish untraced: no line */
 	for (int i = 0; i < s->nthreads; i++)
 		s->threads[i]->n = 0;
-	if (a.ctl->lost || a.ctl->no_ring || a.ctl->nested || a.ctl->deep)
-		tp_warn("--engine agent: calls not followed: %" PRIu64 " lost, %" PRIu64
-			" of threads without a ring, %" PRIu64 " in signal handlers inside a "
-			"hook, %" PRIu64 " too deep",
-			a.ctl->lost, a.ctl->no_ring, a.ctl->nested, a.ctl->deep);
+	tp_calls_agent_lost(&a);
 	if (ended && s->launched) {
-		struct thread *t = thread_get(s, pid, pid);
+		struct thread *t = tp_calls_agent_thread(s, pid, pid);
 
 		if (t)
 			tp_calls_event_exit(s, t, st);
@@ -626,11 +948,16 @@ int tp_calls_agent_run(struct session *s)
 		r = 128 + *s->o->stop;
 	}
 out:
+	tp_proc_guard_clear();
+	tp_calls_agent_unguard(&a);
 	if (a.ctl)
 		munmap(a.ctl, a.size);
 	if (a.fd >= 0)
 		close(a.fd);
 	free(a.func_of);
 	free(a.orig);
+	free(a.nobt);
+	tp_unwind_memo_free(a.memo);
+	free(a.room);
 	return r;
 }

@@ -35,10 +35,11 @@ struct tp_calls_opts {
 		TP_CALLS_SORT_NAME,
 	} sort;
 	enum tp_calls_engine {
-		TP_CALLS_ENGINE_PTRACE, /* breakpoints and stops (the default) */
-		TP_CALLS_ENGINE_AGENT,	/* hooks in the program by the agent (agent.c) */
+		TP_CALLS_ENGINE_DEFAULT, /* no --engine: the agent where it fits (agent-choose.c) */
+		TP_CALLS_ENGINE_PTRACE,	 /* breakpoints and stops */
+		TP_CALLS_ENGINE_AGENT,	 /* hooks in the program by the agent (agent.c) */
 	} engine;
-	const char *agent; /* libtracepad-agent.so, for --engine agent */
+	const char *agent; /* libtracepad-agent.so, NULL when not found */
 	FILE *out;
 	const char *trace_dir;
 	pid_t pid;	 /* -p, 0 to launch argv */

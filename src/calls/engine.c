@@ -88,7 +88,7 @@ bool tp_calls_caller_sensitive(const char *name)
 }
 
 /* Start-up and profiling code of a program that is never part of the default selection. */
-static bool crt_name(const char *name)
+bool tp_calls_crt_name(const char *name)
 {
 	static const char *const names[] = {
 	    "_start",
@@ -326,7 +326,7 @@ static const char *selected_name(struct session *s, struct image *im, struct obj
 	/* Every name is matched: each pattern learns whether it matched a function. */
 	for (int k = 0; k < fs->nnames; k++) {
 		const char *n = fs->names[k];
-		bool dflt = o->main ? !crt_name(n) : is_import(im, n);
+		bool dflt = o->main ? !tp_calls_crt_name(n) : is_import(im, n);
 		/* C++ names are matched demangled too (only _Z... ones are demangled). */
 		char *dn = pats ? tp_calls_demangle(n) : NULL;
 		bool c = s->csel && tp_select_match(s->csel, o->path, n, dn, false);
@@ -361,7 +361,8 @@ static int object_scan(struct session *s, struct image *im, pid_t tid, struct ob
 		    (s->csel && tp_select_may_match(s->csel, o->path, false));
 	int r;
 
-	r = tp_fsyms_read(o->path, &fs);
+	o->debug_syms = tp_select_wants_debug(s->sel, s->csel, o->path, o->main);
+	r = tp_fsyms_read(o->path, o->debug_syms, &fs);
 	if (r) {
 		tp_dbg("calls: %s: %s", o->path, strerror(-r));
 		return 0;
@@ -751,7 +752,12 @@ void tp_calls_resolved(struct session *s, struct image *im, pid_t tid, struct fu
 {
 	struct object *o = tp_calls_object_at(im, impl);
 
+	struct func *f;
+
 	if (!o || tp_calls_func_find(im, impl))
 		return;
 	tp_calls_func_add(s, im, tid, resolver->obj, impl, resolver->name, F_TRACED);
+	f = tp_calls_func_find(im, impl);
+	if (f)
+		f->ifunc_impl = true;
 }

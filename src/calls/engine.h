@@ -4,6 +4,7 @@
 #define TP_CALLS_ENGINE_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +45,7 @@ struct object {
 	uint64_t lo, hi;  /* executable mapping */
 	uint64_t bias;
 	bool main, seen;
+	bool debug_syms; /* scanned with its separate debug file's symbols (tp_fsyms_read) */
 };
 
 struct stat_ent {
@@ -60,7 +62,11 @@ struct func {
 	bool shown;  /* selected: its calls are printed and counted */
 	bool proto_done;
 	bool target; /* -C: one of the functions whose callers are shown */
-	char *name;  /* demangled unless --demangle=no */
+	/* an IFUNC's implementation, hooked under the IFUNC's name: glibc's assembly string
+	 * functions have entries that jump into each other's first bytes (mempcpy into
+	 * memmove + 3), so no jump pad goes there, whatever bounds a symbol table gives */
+	bool ifunc_impl;
+	char *name; /* demangled unless --demangle=no */
 	struct object *obj;
 	const struct tp_proto *proto;
 	struct stat_ent *stat;
@@ -115,6 +121,9 @@ struct thread {
 	struct image *img;
 	bool report;	  /* calls are printed (not an unfollowed vfork child) */
 	bool exiting;	  /* reported its exit stop */
+	bool hook_trap;	  /* agent -S: the agent's handler of a hook's int3 runs (its
+			   * rt_sigreturn is not shown) */
+	bool skip_sys;	  /* ... and that rt_sigreturn's exit is to come */
 	struct rec *recs; /* mirrors the bp module's shadow stack */
 	unsigned n, cap;
 	uint64_t rehook_at; /* after _Unwind_Backtrace: rehook at a stop with sp >= this */
@@ -153,6 +162,7 @@ struct session {
 	struct tracepad_host host;
 	bool need_args;	    /* lines are printed or recorded: format arguments and returns */
 	bool agent;	    /* --engine agent: functions are selected, no breakpoint planted */
+	bool events;	    /* the agent engine: attached for exec, signals, exit */
 	bool async;	    /* calls return without a stop (no plugin, TRACEPAD_CALLS_SYNC unset) */
 	uint64_t ns0, tsc0; /* a moment on both clocks, to convert the stubs' TSC readings */
 	int64_t wall_off;   /* CLOCK_REALTIME minus CLOCK_MONOTONIC at the start (-t) */
@@ -230,10 +240,20 @@ int tp_calls_backtrace(struct session *s, struct thread *t, struct user_regs_str
  * memory); the summary's entry of @f in process @pid. */
 struct rec *tp_calls_rec_push(struct session *s, struct thread *t);
 struct stat_ent *tp_calls_stat_of(struct session *s, pid_t pid, struct func *f);
-/* engine.c: a function that finds its caller's object by its return address (dlopen...). */
+/* engine.c: a function that finds its caller's object by its return address (dlopen...);
+ * a name of the C run-time's start-up code (not in the default selection). */
 bool tp_calls_caller_sensitive(const char *name);
-/* agent.c: the whole job with --engine agent; returns tracepad's exit status. */
+bool tp_calls_crt_name(const char *name);
+/* agent.c: the whole job with --engine agent; returns tracepad's exit status.  The host's
+ * backtrace of the call plugins are handed: unwound from the stack its record carries. */
 int tp_calls_agent_run(struct session *s);
+/* agent-choose.c: without --engine, does the agent engine print what the ptrace engine would
+ * for @o's options and program, as far as can be known before it starts? */
+bool tp_calls_agent_fits(const struct tp_calls_opts *o);
+int tp_calls_agent_backtrace(struct session *s, pid_t tid, uint64_t *pcs, int max);
+/* The host's read during those calls: memory the record carries (as it was at the call or
+ * return), else -ENOENT (the live process is read). */
+ssize_t tp_calls_agent_read(struct session *s, pid_t pid, uint64_t addr, void *buf, size_t len);
 /* A call that returned through its return stub, reported by the bp module (stops.c). */
 void tp_calls_async_return(void *arg, pid_t tid, const struct tp_bp_stop *st);
 struct func *tp_calls_func_find(struct image *im, uint64_t addr);
@@ -266,6 +286,12 @@ void tp_calls_trace_signal(struct calls_trace *t, pid_t pid, pid_t tid, const ch
 			   const char *info);
 /* Finish and free the trace (@t may be NULL); returns 0 or -errno. */
 int tp_calls_trace_close(struct calls_trace *t);
+
+/* run.c: SIGALRM every @us (0: off), only ever delivered while tracepad sleeps in a wait
+ * (proc.h); the handler sets tp_calls_ticked.  Started after the launch: the program must not
+ * inherit the blocked signal. */
+extern volatile sig_atomic_t tp_calls_ticked;
+void tp_calls_tick(struct tp_proc *p, unsigned us);
 
 /* lines.c: the output.  Without TRACEPAD_CALLS_SYNC (s->async), lines are held and written
  * in the order of their times, once every thread's returns up to then are known:

@@ -29,12 +29,20 @@
 
 struct line {
 	uint64_t key, seq; /* the TSC of what it shows; ties in the order they came */
-	char *text;
-	size_t len;
+	char *text;	   /* a heap line's own copy; NULL: the run's, at off in its text */
+	size_t len, off;
 };
 
 struct calls_lines {
 	struct tp_vec heap; /* struct line, a binary min-heap on (key, seq) */
+	/* Lines that came in time order (nearly all: the agent engine's drain merges its
+	 * threads' records by time) wait in a queue instead, their text one after another in
+	 * one buffer, and go out by one fwrite: a heap of a million lines and a malloc and an
+	 * fwrite each were most of a line's cost. */
+	struct tp_vec run; /* struct line, from run_head on */
+	size_t run_head;
+	char *rtext; /* their text, from rtext_head on */
+	size_t rtext_len, rtext_cap, rtext_head;
 	uint64_t seq;
 	uint64_t horizon;  /* the start (TSC) of the previous reading of every thread's returns */
 	uint64_t next_due; /* when to read them again */
@@ -54,6 +62,7 @@ static struct calls_lines *lines_of(struct session *s)
 			return NULL;
 		}
 		s->lines->heap = TP_VEC_INIT(sizeof(struct line));
+		s->lines->run = TP_VEC_INIT(sizeof(struct line));
 	}
 	return s->lines;
 }
@@ -160,6 +169,124 @@ static void heap_pop_write(struct session *s, struct calls_lines *L)
 	}
 }
 
+static size_t held(const struct calls_lines *L)
+{
+	return L->heap.n + L->run.n - L->run_head;
+}
+
+/* The run's first line, or NULL. */
+static struct line *run_first(struct calls_lines *L)
+{
+	return L->run_head < L->run.n ? tp_vec_at(&L->run, L->run_head) : NULL;
+}
+
+/* Write the run's lines from its head while they come before @key (0: no limit) and before
+ * the heap's first: by one fwrite when no line needs time stamps. */
+static void run_write(struct session *s, struct calls_lines *L, uint64_t key, size_t max)
+{
+	struct line *v = L->run.data, *h = L->heap.n ? L->heap.data : NULL;
+	size_t i = L->run_head, end = L->run_head;
+
+	while (end < L->run.n && end - i < max && (!key || v[end].key < key) &&
+	       (!h || before(&v[end], h)))
+		end++;
+	if (end == i)
+		return;
+	if (s->o->timestamps || s->o->relative) {
+		for (; i < end; i++)
+			line_write(s, L, L->rtext + v[i].off, v[i].len, v[i].key);
+	} else {
+		fwrite(L->rtext + v[i].off, 1, v[end - 1].off + v[end - 1].len - v[i].off,
+		       s->o->out);
+	}
+	L->run_head = end;
+	L->rtext_head = end < L->run.n ? v[end].off : L->rtext_len;
+	/* room back once half of it is written (amortised: each line moves once at most) */
+	if (L->run_head == L->run.n) {
+		L->run.n = L->run_head = 0;
+		L->rtext_len = L->rtext_head = 0;
+	} else if (L->run_head > L->run.n / 2 && L->rtext_head > L->rtext_len / 2) {
+		size_t n = L->run.n - L->run_head;
+
+		memmove(v, v + L->run_head, n * sizeof(*v));
+		for (size_t k = 0; k < n; k++)
+			v[k].off -= L->rtext_head;
+		memmove(L->rtext, L->rtext + L->rtext_head, L->rtext_len - L->rtext_head);
+		L->rtext_len -= L->rtext_head;
+		L->rtext_head = 0;
+		L->run.n = n;
+		L->run_head = 0;
+	}
+}
+
+/* Write the earliest held line, of the run or the heap. */
+static void pop_write(struct session *s, struct calls_lines *L)
+{
+	struct line *r = run_first(L);
+
+	if (r && (!L->heap.n || before(r, L->heap.data)))
+		run_write(s, L, 0, 1);
+	else if (L->heap.n)
+		heap_pop_write(s, L);
+}
+
+/* Hold the line being built (as of @ln's key): at the run's end when it comes after it. */
+static int hold(struct calls_lines *L, struct line *ln)
+{
+	struct line *last = L->run.n > L->run_head ? tp_vec_at(&L->run, L->run.n - 1) : NULL;
+
+	if (!last || !before(ln, last)) {
+		struct line *v;
+
+		if (L->rtext_len + ln->len > L->rtext_cap) {
+			size_t cap = (L->rtext_len + ln->len) * 2;
+			char *b = realloc(L->rtext, cap < 65536 ? 65536 : cap);
+
+			if (!b)
+				return -ENOMEM;
+			L->rtext = b;
+			L->rtext_cap = cap < 65536 ? 65536 : cap;
+		}
+		v = tp_vec_push(&L->run);
+		if (!v)
+			return -ENOMEM;
+		memcpy(L->rtext + L->rtext_len, L->buf, ln->len);
+		ln->off = L->rtext_len;
+		L->rtext_len += ln->len;
+		*v = *ln;
+		return 0;
+	}
+	if (!(ln->text = malloc(ln->len ? ln->len : 1)) || heap_push(L, ln)) {
+		free(ln->text);
+		return -ENOMEM;
+	}
+	memcpy(ln->text, L->buf, ln->len);
+	return 0;
+}
+
+/* Append @n bytes to the line being built; on failure the line is cut (s->err says why). */
+static void add_mem(struct session *s, struct calls_lines *L, const char *p, size_t n)
+{
+	if (!L->buf || L->len + n >= L->cap) {
+		size_t cap = (L->len + n + 1) * 2;
+		char *b = realloc(L->buf, cap < 1024 ? 1024 : cap);
+
+		if (!b) {
+			s->err = -ENOMEM;
+			return;
+		}
+		L->buf = b;
+		L->cap = cap < 1024 ? 1024 : cap;
+	}
+	memcpy(L->buf + L->len, p, n);
+	L->len += n;
+}
+
+static void add_str(struct session *s, struct calls_lines *L, const char *p)
+{
+	add_mem(s, L, p, strlen(p));
+}
+
 /* Append to the line being built; on failure the line is cut (s->err says why). */
 static void __attribute__((format(printf, 3, 4)))
 add(struct session *s, struct calls_lines *L, const char *fmt, ...)
@@ -205,13 +332,10 @@ static void emit(struct session *s, struct calls_lines *L, struct thread *t, uin
 	if (!s->async) {
 		/* Every return stops: the lines come in the order of the stops already. */
 		line_write(s, L, L->buf, L->len, ln.key);
-	} else if (!(ln.text = malloc(L->len ? L->len : 1)) || heap_push(L, &ln)) {
-		free(ln.text);
+	} else if (hold(L, &ln)) {
 		s->err = -ENOMEM;
-	} else {
-		memcpy(ln.text, L->buf, L->len);
-		if (L->heap.n > HELD_MAX)
-			heap_pop_write(s, L);
+	} else if (held(L) > HELD_MAX) {
+		pop_write(s, L);
 	}
 	L->len = 0;
 }
@@ -227,8 +351,30 @@ void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *r
 		return;
 	if (depth > INDENT_MAX)
 		snprintf(deep, sizeof(deep), "{%u} ", depth);
-	add(s, L, "[%d] %*s%s%s:%s(%s)%s\n", t->tid, indent, "", deep, rc->f->obj->base,
-	    rc->f->name, rc->args, tail);
+	{
+		/* "[TID] INDENT{DEEP} OBJECT:FUNCTION(ARGS)TAIL\n", without stdio */
+		static const char spaces[2 * INDENT_MAX + 1] = {[0 ... 2 * INDENT_MAX - 1] = ' '};
+		char num[16];
+		int i = sizeof(num);
+		unsigned tid = (unsigned)t->tid;
+
+		do
+			num[--i] = (char)('0' + tid % 10);
+		while (tid /= 10);
+		add_mem(s, L, "[", 1);
+		add_mem(s, L, num + i, sizeof(num) - (size_t)i);
+		add_mem(s, L, "] ", 2);
+		add_mem(s, L, spaces, (size_t)indent);
+		add_str(s, L, deep);
+		add_str(s, L, rc->f->obj->base);
+		add_mem(s, L, ":", 1);
+		add_str(s, L, rc->f->name);
+		add_mem(s, L, "(", 1);
+		add_str(s, L, rc->args);
+		add_mem(s, L, ")", 1);
+		add_str(s, L, tail);
+		add_mem(s, L, "\n", 1);
+	}
 	for (int i = 1; i < rc->npcs; i++) {
 		char buf[512];
 
@@ -279,8 +425,17 @@ void tp_calls_lines_tick(struct session *s, bool ticked)
 	if (L) {
 		struct line *v;
 
-		while (L->heap.n && (v = L->heap.data, v[0].key < L->horizon))
-			heap_pop_write(s, L);
+		for (;;) {
+			struct line *r = run_first(L);
+
+			v = L->heap.n ? L->heap.data : NULL;
+			if (r && r->key < L->horizon && (!v || before(r, v)))
+				run_write(s, L, L->horizon, SIZE_MAX);
+			else if (v && v[0].key < L->horizon)
+				heap_pop_write(s, L);
+			else
+				break;
+		}
 		L->horizon = start;
 		L->next_due = now + TICK_NS;
 	}
@@ -291,8 +446,8 @@ void tp_calls_lines_flush(struct session *s)
 {
 	struct calls_lines *L = s->lines;
 
-	while (L && L->heap.n)
-		heap_pop_write(s, L);
+	while (L && held(L))
+		pop_write(s, L);
 }
 
 void tp_calls_lines_free(struct session *s)
@@ -303,6 +458,8 @@ void tp_calls_lines_free(struct session *s)
 		return;
 	tp_calls_lines_flush(s);
 	tp_vec_release(&L->heap);
+	tp_vec_release(&L->run);
+	free(L->rtext);
 	for (int i = 0; i < L->nevents; i++)
 		free(L->events[i]);
 	free(L->events);

@@ -18,6 +18,68 @@
 
 /* ---- output ---- */
 
+/* @n bytes of @s, cut as vsnprintf would cut them. */
+static void put_mem(struct out *o, const char *s, size_t n)
+{
+	if (o->pos + 1 >= o->len)
+		return;
+	if (n > o->len - o->pos - 1)
+		n = o->len - o->pos - 1;
+	memcpy(o->buf + o->pos, s, n);
+	o->pos += n;
+	o->buf[o->pos] = 0;
+}
+
+/* printf's %llu (and %lld of a negative value with @neg) and %#llx, without stdio: the
+ * common values of every line (vsnprintf was most of a call's cost for the agent engine). */
+static void put_dec(struct out *o, uint64_t x, bool neg)
+{
+	static const char two[] = "00010203040506070809101112131415161718192021222324252627282930"
+				  "31323334353637383940414243444546474849505152535455565758596061"
+				  "62636465666768697071727374757677787980818283848586878889909192"
+				  "93949596979899";
+	char b[24], *d;
+	size_t n = 1 + neg;
+
+	for (uint64_t y = x; y >= 10; y /= 10)
+		n++;
+	/* written in place, backwards, when it fits (no copy: a call of memcpy a value) */
+	d = o->pos + n < o->len ? o->buf + o->pos + n : b + sizeof(b);
+	if (d != b + sizeof(b))
+		*d = 0;
+	for (; x >= 100; x /= 100) {
+		d -= 2;
+		memcpy(d, two + 2 * (x % 100), 2);
+	}
+	if (x >= 10) {
+		d -= 2;
+		memcpy(d, two + 2 * x, 2);
+	} else {
+		*--d = (char)('0' + x);
+	}
+	if (neg)
+		*--d = '-';
+	if (d == o->buf + o->pos)
+		o->pos += n;
+	else
+		put_mem(o, d, n);
+}
+
+static void put_hex(struct out *o, uint64_t x)
+{
+	char b[24];
+	int i = sizeof(b);
+
+	do
+		b[--i] = "0123456789abcdef"[x & 15];
+	while (x >>= 4);
+	if (b[i] != '0') {
+		b[--i] = 'x';
+		b[--i] = '0';
+	}
+	put_mem(o, b + i, sizeof(b) - (size_t)i);
+}
+
 void tp_calls_put(struct out *o, const char *fmt, ...)
 {
 	va_list ap;
@@ -25,6 +87,10 @@ void tp_calls_put(struct out *o, const char *fmt, ...)
 
 	if (o->pos + 1 >= o->len)
 		return;
+	if (!strchr(fmt, '%')) {
+		put_mem(o, fmt, strlen(fmt));
+		return;
+	}
 	va_start(ap, fmt);
 	n = vsnprintf(o->buf + o->pos, o->len - o->pos, fmt, ap);
 	va_end(ap);
@@ -68,10 +134,26 @@ void tp_proto_set_string_size(size_t n)
 	str_size = n < STR_MAX ? n : STR_MAX;
 }
 
-/* The tracee's memory; none when @pid <= 0 (the agent engine recorded registers only). */
+size_t tp_proto_string_size(void)
+{
+	return str_size;
+}
+
+static tp_proto_mem_fn mem_fn;
+static void *mem_ctx;
+
+void tp_proto_set_mem(tp_proto_mem_fn fn, void *ctx)
+{
+	mem_fn = fn;
+	mem_ctx = ctx;
+}
+
+/* The tracee's memory; when @pid <= 0, what the agent engine's record carries. */
 static ssize_t mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
-	return pid > 0 ? tp_proc_read(pid, addr, buf, len) : -EFAULT;
+	if (pid > 0)
+		return tp_proc_read(pid, addr, buf, len);
+	return mem_fn ? mem_fn(mem_ctx, addr, buf, len) : -EFAULT;
 }
 
 /* A NUL-terminated string of the tracee, strace style. */
@@ -189,11 +271,14 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 	case K_VOID:
 		tp_calls_put(o, "void");
 		break;
-	case K_INT:
-		tp_calls_put(o, "%lld", (long long)trunc_s(x, t->size));
+	case K_INT: {
+		long long i = (long long)trunc_s(x, t->size);
+
+		put_dec(o, i < 0 ? -(uint64_t)i : (uint64_t)i, i < 0);
 		break;
+	}
 	case K_UINT:
-		tp_calls_put(o, "%llu", (unsigned long long)trunc_u(x, t->size));
+		put_dec(o, trunc_u(x, t->size), false);
 		break;
 	case K_BOOL:
 		x = trunc_u(x, t->size);
@@ -209,7 +294,7 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 		break;
 	case K_PTR:
 		if (x)
-			tp_calls_put(o, "%#llx", (unsigned long long)x);
+			put_hex(o, x);
 		else
 			tp_calls_put(o, "NULL");
 		break;
@@ -223,7 +308,7 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 			tp_calls_put(o, "%#llx", (unsigned long long)x);
 		break;
 	case K_HEX:
-		tp_calls_put(o, "%#llx", (unsigned long long)trunc_u(x, t->size));
+		put_hex(o, trunc_u(x, t->size));
 		break;
 	case K_OCT:
 		tp_calls_put(o, "%#llo", (unsigned long long)trunc_u(x, t->size));
@@ -427,6 +512,64 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 	return o.pos;
 }
 
+void tp_proto_reads(const struct tp_proto *p, struct tp_proto_reads *r)
+{
+	const struct user_regs_struct regs = {0};
+	struct argpos a = {.pid = 0, .regs = &regs, .sp = 8};
+	tp_proto_mem_fn keep = mem_fn;
+	int src[MAX_PARAMS];
+
+	memset(r, 0, sizeof(*r));
+	if (!p)
+		return;
+	mem_fn = NULL; /* fetch_arg below only moves through the registers and the slots */
+	if (ret_in_memory(&p->ret))
+		a.gi = 1;
+	for (int i = 0; i < p->nparams && i < MAX_PARAMS; i++) {
+		int gi = a.gi, si = a.si;
+		uint64_t sp = a.sp;
+		struct val v;
+
+		fetch_arg(&a, &p->params[i], &v);
+		/* where an integer argument is: its register, or its stack slot */
+		src[i] = a.gi == gi + 1				      ? gi
+			 : a.gi == gi && a.si == si && a.sp == sp + 8 ? 6 + (int)((sp - 8) / 8)
+								      : -1;
+	}
+	for (int i = 0; i < p->nparams && i < MAX_PARAMS; i++) {
+		bool buf = p->params[i].kind == K_BUF;
+
+		if ((p->params[i].kind != K_STR && !buf) || src[i] < 0 ||
+		    r->nargs == TP_PROTO_READS_MAX)
+			continue;
+		/* a buffer's length is the next argument (none: shown as an address) */
+		if (buf && (i + 1 >= p->nparams || src[i + 1] < 0))
+			continue;
+		r->arg[r->nargs].buf = buf;
+		r->arg[r->nargs].src = src[i];
+		r->arg[r->nargs].len_src = buf ? src[i + 1] : 0;
+		r->nargs++;
+	}
+	r->stack = (unsigned)(a.sp - 8);
+	r->nsse = a.si;
+	switch (p->ret.kind) {
+	case K_FLOAT:
+	case K_DOUBLE:
+	case K_OTHER_SSE:
+		r->ret = TP_PROTO_RET_XMM0;
+		break;
+	case K_LDOUBLE:
+		r->ret = TP_PROTO_RET_ST0;
+		break;
+	case K_STR:
+		r->ret = TP_PROTO_RET_STR;
+		break;
+	default:
+		r->ret = TP_PROTO_RET_INT;
+	}
+	mem_fn = keep;
+}
+
 /* The failure and, for functions that return their error number, that number. */
 static bool failed(const struct tp_proto *p, const struct user_regs_struct *regs, int *err)
 {
@@ -453,6 +596,11 @@ bool tp_proto_failed(const struct tp_proto *p, const struct user_regs_struct *re
 	int err;
 
 	return p && failed(p, regs, &err);
+}
+
+bool tp_proto_ret_x87(const struct tp_proto *p)
+{
+	return p && p->ret.kind == K_LDOUBLE;
 }
 
 bool tp_proto_needs_fp(const struct tp_proto *p)

@@ -26,12 +26,40 @@ void tp_protos_free(struct tp_protos *ps);
 const struct tp_proto *tp_protos_find(struct tp_protos *ps, const char *path, const char *name,
 				      uint64_t vaddr);
 
+/* Is the return value in st0 (long double)? */
+bool tp_proto_ret_x87(const struct tp_proto *p);
+
 /* Does formatting need the FP/SSE registers (float/double parameter or return)? */
 bool tp_proto_needs_fp(const struct tp_proto *p);
 
 /* Characters of a string or buffer shown before "..." (strace's -s; 32 by default, at most
  * 4096).  One setting for the process: tracepad traces one program at a time. */
 void tp_proto_set_string_size(size_t n);
+
+size_t tp_proto_string_size(void);
+
+/* Where formatting reads the program's memory when @pid <= 0 (the agent engine: what its
+ * records carry): @fn answers as tp_proc_read would, bytes read or -errno.  NULL: none. */
+typedef ssize_t (*tp_proto_mem_fn)(void *ctx, uint64_t addr, void *buf, size_t len);
+void tp_proto_set_mem(tp_proto_mem_fn fn, void *ctx);
+
+/* What formatting @p's arguments and return value reads beyond the integer registers, for an
+ * engine that copies it at the call (the agent): the strings and buffers of arguments (their
+ * register 0-5 or stack slot 6+ above the return address; a buffer's length argument), the
+ * bytes of stack-passed arguments, the xmm registers of arguments, the return's kind. */
+#define TP_PROTO_READS_MAX 8
+enum { TP_PROTO_RET_INT, TP_PROTO_RET_XMM0, TP_PROTO_RET_ST0, TP_PROTO_RET_STR };
+struct tp_proto_reads {
+	int nargs;
+	struct {
+		bool buf;
+		int src, len_src;
+	} arg[TP_PROTO_READS_MAX];
+	unsigned stack;
+	int nsse;
+	int ret;
+};
+void tp_proto_reads(const struct tp_proto *p, struct tp_proto_reads *r);
 
 /* The string at @addr of @pid as arguments show it (quoted, escaped, cut at the string size
  * then "..."; NULL; the address when unreadable): up to its NUL when @len < 0, else a buffer

@@ -19,7 +19,7 @@
 #include "base/text.h"
 #include "plugins/plugins.h"
 
-static volatile sig_atomic_t ticked;
+volatile sig_atomic_t tp_calls_ticked;
 
 /* The event loop's clock, every TICK_MS, only ever delivered while the loop sleeps in a wait:
  * returns made without a stop are reported, the output flushed, --duration checked. */
@@ -28,18 +28,16 @@ static volatile sig_atomic_t ticked;
 static void on_tick(int sig)
 {
 	(void)sig;
-	ticked = 1;
+	tp_calls_ticked = 1;
 }
 
-/* Start the clock (after the launch: the program must not inherit the blocked signal), or
- * stop it. */
-static void tick(struct tp_proc *p, bool on)
+void tp_calls_tick(struct tp_proc *p, unsigned us)
 {
-	struct itimerval it = {{0, on ? TICK_MS * 1000 : 0}, {0, on ? TICK_MS * 1000 : 0}};
+	struct itimerval it = {{0, us}, {0, us}};
 	struct sigaction sa = {.sa_handler = on_tick};
 	sigset_t set;
 
-	if (on) {
+	if (us) {
 		sigemptyset(&set);
 		sigaddset(&set, SIGALRM);
 		sigprocmask(SIG_BLOCK, &set, NULL);
@@ -54,8 +52,10 @@ static void tick(struct tp_proc *p, bool on)
 
 static long host_read(void *ctx, int pid, uint64_t addr, void *buf, size_t len)
 {
-	(void)ctx;
-	return tp_proc_read(pid, addr, buf, len);
+	struct session *s = ctx;
+	ssize_t n = s->agent ? tp_calls_agent_read(s, pid, addr, buf, len) : -ENOENT;
+
+	return n >= 0 ? n : tp_proc_read(pid, addr, buf, len);
 }
 
 static int host_select(void *ctx, const char *pattern)
@@ -110,6 +110,8 @@ static int host_backtrace(void *ctx, int tid, uint64_t *pcs, int max)
 	struct thread *t = tp_calls_thread_of(s, tid);
 	struct user_regs_struct regs;
 
+	if (s->agent)
+		return tp_calls_agent_backtrace(s, tid, pcs, max);
 	if (!t)
 		return -ESRCH;
 	if (t == s->cur) {
@@ -335,7 +337,8 @@ static void print_summary(struct session *s)
 		fputs("{\"pids\": [", f);
 		for (int i = 0; i < s->npids; i++)
 			fprintf(f, "%s%d", i ? ", " : "", s->pids[i]);
-		fputs("], \"functions\": [", f);
+		fprintf(f, "], \"engine\": \"%s\", \"functions\": [",
+			s->agent ? "agent" : "ptrace");
 		json_functions(f, v, nall);
 		fputs("], \"processes\": [", f);
 	} else {
@@ -535,7 +538,14 @@ int tp_calls_run(const struct tp_calls_opts *o)
 		r = -ENOMEM;
 	for (int i = 0; i < o->nplugins && !r; i++)
 		r = tp_plugins_load(s.plugins, o->plugins[i]);
-	if (!r && o->engine == TP_CALLS_ENGINE_AGENT) {
+	if (!r && (o->engine == TP_CALLS_ENGINE_AGENT ||
+		   (o->engine == TP_CALLS_ENGINE_DEFAULT && tp_calls_agent_fits(o)))) {
+		/* attached for exec, signals and exit, as the ptrace engine shows them (plugins:
+		 * agent-watch.c stays attached its own way); but not named with -p: a SIGKILL of
+		 * tracepad's tracer process drops a signal waiting in a delivery stop (the
+		 * kernel's detach at a tracer's exit), and `--engine agent -p` is the way to
+		 * trace a running program that must never lose one (the hooks need no tracer) */
+		s.events = !o->nplugins && !(o->pid && o->engine == TP_CALLS_ENGINE_AGENT);
 		ret = tp_calls_agent_run(&s);
 		goto out;
 	}
@@ -553,13 +563,13 @@ int tp_calls_run(const struct tp_calls_opts *o)
 	tp_proc_set_trap_filter(s.p, tp_calls_trap_filter, &s);
 	if (o->pid && o->duration > 0)
 		deadline = tp_calls_now_ns() + (uint64_t)(o->duration * 1e9);
-	tick(s.p, true);
+	tp_calls_tick(s.p, TICK_MS * 1000);
 	for (;;) {
 		struct tp_event ev;
 
 		/* Returns made without a stop are read, what is known is out within a tick. */
-		tp_calls_lines_tick(&s, ticked);
-		ticked = 0;
+		tp_calls_lines_tick(&s, tp_calls_ticked);
+		tp_calls_ticked = 0;
 		if ((o->stop && *o->stop) || (deadline && tp_calls_now_ns() >= deadline))
 			break;
 		r = tp_proc_wait(s.p, &ev);
@@ -580,7 +590,7 @@ int tp_calls_run(const struct tp_calls_opts *o)
 			break;
 		r = 0;
 	}
-	tick(s.p, false);
+	tp_calls_tick(s.p, 0);
 	if (r) {
 		tp_err("stopped tracing: %s", strerror(-r));
 		ret = 1;

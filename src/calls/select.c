@@ -1,6 +1,6 @@
 /* -e patterns (globs over OBJECT:FUNCTION or ltrace's FUNCTION@OBJECT, '!' to deselect,
  * applied in order; C++ names match mangled or demangled) and the function symbols of an object,
- * from its .symtab and .dynsym (src/elf). */
+ * from its .symtab and .dynsym, or its separate debug file's .symtab when it has none (src/elf). */
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -272,6 +273,13 @@ bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_a
 	return false;
 }
 
+bool tp_select_wants_debug(const struct tp_select *s, const struct tp_select *csel, const char *obj,
+			   bool main)
+{
+	return main || tp_select_may_match(s, obj, false) ||
+	       (csel && tp_select_may_match(csel, obj, false));
+}
+
 void tp_select_note(struct tp_select *s, const char *obj, const char *fn, const char *dfn)
 {
 	for (int i = 0; i < s->nuser; i++) {
@@ -284,6 +292,12 @@ void tp_select_note(struct tp_select *s, const char *obj, const char *fn, const 
 }
 
 /* ---- symbols ---- */
+
+/* Objects whose function tables stay read (tp_fsyms_read): a program, its libc and ld.so,
+ * and a few more, as the agent engine's choice, set-up and scan read them in turn. */
+#define FSYMS_CACHED 8
+
+static void fsyms_free(struct tp_fsyms *fs);
 
 struct raw {
 	uint64_t vaddr, size;
@@ -302,14 +316,35 @@ static int rank_of(const struct tp_elf_sym *sym, const char *name)
 	return r;
 }
 
+static size_t underscores(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n] == '_')
+		n++;
+	return n;
+}
+
+/* By address, then the name a person would write first, as symbols.c names functions: global
+ * over weak over local, then fewest leading underscores and shortest (libc6-dbg's
+ * "__libc_cleanup_push_defer" over its local alias "__GI___libc_cleanup_push_defer"). */
 static int cmp_raw(const void *a, const void *b)
 {
 	const struct raw *x = a, *y = b;
+	size_t xu, yu, xl, yl;
 
 	if (x->vaddr != y->vaddr)
 		return x->vaddr < y->vaddr ? -1 : 1;
 	if (x->rank != y->rank)
 		return x->rank - y->rank;
+	xu = underscores(x->name);
+	yu = underscores(y->name);
+	if (xu != yu)
+		return xu < yu ? -1 : 1;
+	xl = strlen(x->name);
+	yl = strlen(y->name);
+	if (xl != yl)
+		return xl < yl ? -1 : 1;
 	return strcmp(x->name, y->name);
 }
 
@@ -341,6 +376,8 @@ struct read_syms {
 	struct raw *raws;
 	int nraw, cap;
 	struct tp_fsyms *out;
+	bool symtab_seen; /* a .symtab symbol came */
+	bool debug;	  /* walking the separate debug file: its defined .symtab symbols only */
 };
 
 static int read_sym(void *arg, const struct tp_elf_sym *sym)
@@ -349,6 +386,10 @@ static int read_sym(void *arg, const struct tp_elf_sym *sym)
 	const char *name = sym->name;
 	int type = sym->type;
 
+	if (rs->debug && (sym->dynsym || sym->undef))
+		return 0;
+	if (!sym->dynsym)
+		rs->symtab_seen = true;
 	if (sym->undef) {
 		if (sym->dynsym && (type == STT_FUNC || type == STT_NOTYPE) &&
 		    push_import(rs->out, name))
@@ -378,7 +419,7 @@ static int read_sym(void *arg, const struct tp_elf_sym *sym)
 	return 0;
 }
 
-int tp_fsyms_read(const char *path, struct tp_fsyms *out)
+static int fsyms_load(const char *path, bool debug, struct tp_fsyms *out)
 {
 	struct read_syms rs = {.out = out};
 	struct tp_elf_file f;
@@ -390,6 +431,20 @@ int tp_fsyms_read(const char *path, struct tp_fsyms *out)
 	if (r)
 		return r;
 	r = tp_elf_file_foreach_sym_raw(&f, read_sym, &rs);
+	/* A stripped object (Debian's libc and ld.so): the .symtab of its separate debug file,
+	 * as symbols.c names functions, so that a function only that file names (libc6-dbg's
+	 * __libc_start_call_main) can be selected, with its size. */
+	if (!r && debug && !rs.symtab_seen) {
+		char *dpath = tp_elf_debug_file(path);
+		struct tp_elf_file df;
+
+		if (dpath && !tp_elf_file_open_any(&df, dpath)) {
+			rs.debug = true;
+			r = tp_elf_file_foreach_sym_raw(&df, read_sym, &rs);
+			tp_elf_file_close(&df);
+		}
+		free(dpath);
+	}
 	raws = rs.raws;
 	nraw = rs.nraw;
 	if (r)
@@ -414,12 +469,16 @@ int tp_fsyms_read(const char *path, struct tp_fsyms *out)
 			goto out;
 		}
 		for (int m = i; m < j; m++) {
-			/* The same name from both tables once. */
-			if (k && !strcmp(f->names[k - 1], raws[m].name)) {
+			int d = 0;
+
+			/* The same name from two tables once (one table may rank it otherwise:
+			 * a debug file's .symtab has libc's global names too). */
+			while (d < k && strcmp(f->names[d], raws[m].name))
+				d++;
+			if (d < k)
 				free(raws[m].name);
-			} else {
+			else
 				f->names[k++] = raws[m].name;
-			}
 			raws[m].name = NULL;
 			if (raws[m].size > f->size)
 				f->size = raws[m].size;
@@ -434,11 +493,76 @@ out:
 	free(raws);
 	tp_elf_file_close(&f);
 	if (r)
-		tp_fsyms_release(out);
+		fsyms_free(out);
 	return r;
 }
 
+/* One entry of the tables read last: the agent engine's choice and set-up and the engine's
+ * scan read the same objects, libc among them (11,000 symbols from its debug file, sorted:
+ * a few ms a read). */
+struct fsyms_cached {
+	struct stat st;
+	bool debug; /* tp_fsyms_read's */
+	struct tp_fsyms fs;
+	int refs;      /* tables handed out and not released */
+	uint64_t used; /* the tick of its last read, for eviction; 0: a free entry */
+};
+
+static struct fsyms_cached fsyms_cache[FSYMS_CACHED];
+static uint64_t fsyms_tick;
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+int tp_fsyms_read(const char *path, bool debug, struct tp_fsyms *out)
+{
+	struct fsyms_cached *c, *victim = NULL;
+	struct stat st;
+	int r;
+
+	if (stat(path, &st))
+		return fsyms_load(path, debug, out); /* its error, as the reader sees it */
+	for (c = fsyms_cache; c < fsyms_cache + FSYMS_CACHED; c++) {
+		/* by the file, not its name: /lib and /usr/lib are one directory */
+		if (c->used && c->debug == debug && same_file(&c->st, &st)) {
+			*out = c->fs;
+			out->shared = c;
+			c->refs++;
+			c->used = ++fsyms_tick;
+			return 0;
+		}
+		/* a free entry, else the one read longest ago */
+		if (!c->refs && (!victim || c->used < victim->used))
+			victim = c;
+	}
+	r = fsyms_load(path, debug, out);
+	if (r || !victim)
+		return r;
+	fsyms_free(&victim->fs);
+	victim->st = st;
+	victim->debug = debug;
+	victim->fs = *out;
+	victim->refs = 1;
+	victim->used = ++fsyms_tick;
+	out->shared = victim;
+	return 0;
+}
+
 void tp_fsyms_release(struct tp_fsyms *fs)
+{
+	struct fsyms_cached *c = fs->shared;
+
+	if (c)
+		c->refs--;
+	else
+		fsyms_free(fs);
+	memset(fs, 0, sizeof(*fs));
+}
+
+static void fsyms_free(struct tp_fsyms *fs)
 {
 	for (int i = 0; i < fs->n; i++) {
 		for (int k = 0; k < fs->f[i].nnames; k++)

@@ -25,6 +25,12 @@ bool tp_select_match(struct tp_select *s, const char *obj, const char *fn, const
 int tp_select_warn_unmatched(const struct tp_select *s);
 /* Could @obj hold a selected function at all (to skip reading objects no pattern names)? */
 bool tp_select_may_match(const struct tp_select *s, const char *obj, bool dflt_any);
+/* Should object @obj be read with its separate debug file's symbols (tp_fsyms_read)?  When
+ * it is the program (@main: its functions are the default selection) or a pattern of @s
+ * or of @csel (NULL: none) may name a function of it; the default selection of a
+ * library's functions, the program's imports, needs only its .dynsym. */
+bool tp_select_wants_debug(const struct tp_select *s, const struct tp_select *csel, const char *obj,
+			   bool main);
 /* Function @fn of an object that may match nothing (skipped): a deselection that names it
  * has matched a function all the same. */
 void tp_select_note(struct tp_select *s, const char *obj, const char *fn, const char *dfn);
@@ -50,10 +56,16 @@ struct tp_fsyms {
 	int n;
 	const char **imports; /* undefined function symbols of .dynsym (names without version) */
 	int nimports;
+	void *shared; /* the cache entry the tables belong to, or NULL: they are @out's own */
 };
 
-/* The function symbols of ELF @path (.symtab and .dynsym).  Returns 0 or -errno. */
-int tp_fsyms_read(const char *path, struct tp_fsyms *out);
+/* The function symbols of ELF @path (.symtab and .dynsym); with @debug, those of a stripped
+ * object's separate debug file's .symtab too (found as elf/file.h's tp_elf_debug_file()
+ * finds it: libc6-dbg's thousands of local functions, a few ms to read and sort), which
+ * only a selection by name needs.  Read-only: the tables of a file read before with the
+ * same @debug and unchanged since (same inode, size and mtime) are shared.  Returns 0 or
+ * -errno. */
+int tp_fsyms_read(const char *path, bool debug, struct tp_fsyms *out);
 void tp_fsyms_release(struct tp_fsyms *fs);
 
 /* Basename of @path. */

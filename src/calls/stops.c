@@ -485,9 +485,12 @@ static void reap_image(struct session *s, struct image *im, struct thread *t, ui
 
 /* May a call of @f return without a stop?  Not where tracepad acts on the return
  * (IFUNC resolvers, sigaction), nor in a vfork child on its parent's memory. */
-static unsigned async_ok(struct session *s, struct thread *t, const struct func *f)
+static unsigned async_ok(struct session *s, struct thread *t, struct func *f)
 {
 	if (!s->async || t->img->pid != t->pid || !f || f->kind != F_TRACED)
+		return 0;
+	/* a return stub keeps rax, rdx and xmm0, not st0: a long double needs the stop */
+	if (s->need_args && tp_proto_ret_x87(proto_of(s, f)))
 		return 0;
 	errno_known(t->img);
 	return TP_BP_HIT_ASYNC;

@@ -8,7 +8,20 @@
 #include "calls/engine.h"
 #include "trace/trace.h"
 
+/* What every event of a function starts with (object, function, address), encoded once:
+ * a direct-mapped cache by the function's record (the agent engine writes millions of
+ * events a second, and strlen and copies of each name were a fifth of an event). */
+#define HEADS 256
+#define HEAD_MAX 512
+
+struct head {
+	const struct func *f;
+	uint32_t len;
+	uint8_t b[HEAD_MAX];
+};
+
 struct calls_trace {
+	struct head *heads; /* HEADS, allocated at the first event */
 	struct tp_trace_writer *w;
 	struct tp_trace_producer prod;
 	int id_entry, id_return, id_exec, id_exit, id_killed, id_signal;
@@ -99,6 +112,30 @@ static uint8_t *put_s(uint8_t *q, const char *s)
 	return tp_trace_put_str(q, s, n > 600 ? 600 : n);
 }
 
+/* The fields object, function and address of @f's events, at @q. */
+static uint8_t *put_head(struct calls_trace *t, uint8_t *q, const struct func *f)
+{
+	struct head *h;
+	uint8_t *e;
+
+	if (!t->heads)
+		t->heads = calloc(HEADS, sizeof(*t->heads));
+	h = t->heads ? &t->heads[((uintptr_t)f >> 4) % HEADS] : NULL;
+	if (h && h->f == f) {
+		memcpy(q, h->b, h->len);
+		return q + h->len;
+	}
+	e = put_s(q, f->obj->base);
+	e = put_s(e, f->name);
+	e = tp_trace_put_u64(e, f->addr);
+	if (h && e - q <= HEAD_MAX) {
+		h->f = f;
+		h->len = (uint32_t)(e - q);
+		memcpy(h->b, q, h->len);
+	}
+	return e;
+}
+
 /* The time stamp an event of @ns (0: now) gets: the stream's times never go back, and an
  * estimate (a call's start) may come out before an event already written. */
 static uint64_t stamp(struct calls_trace *t, uint64_t ns)
@@ -138,9 +175,7 @@ void tp_calls_trace_call(struct calls_trace *t, struct rec *r)
 	uint8_t buf[2048], *q;
 
 	r->c.entry_ns = stamp(t, r->c.entry_ns); /* its duration counts from the stamp written */
-	q = put_s(buf, r->f->obj->base);
-	q = put_s(q, r->f->name);
-	q = tp_trace_put_u64(q, r->f->addr);
+	q = put_head(t, buf, r->f);
 	q = put_s(q, r->args);
 	q = tp_trace_put_u32(q, r->c.depth);
 	put_at(t, t->id_entry, r->c.pid, r->c.tid, buf, (size_t)(q - buf), r->c.entry_ns);
@@ -152,9 +187,7 @@ void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const cha
 	uint64_t ts = stamp(t, r->c.return_ns > r->c.entry_ns ? r->c.return_ns : r->c.entry_ns);
 	uint64_t d = ts - r->c.entry_ns; /* exactly the difference of the two time stamps */
 
-	q = put_s(buf, r->f->obj->base);
-	q = put_s(q, r->f->name);
-	q = tp_trace_put_u64(q, r->f->addr);
+	q = put_head(t, buf, r->f);
 	q = put_s(q, ret);
 	q = tp_trace_put_u64(q, d);
 	q = tp_trace_put_u32(q, r->c.depth);
@@ -204,6 +237,7 @@ int tp_calls_trace_close(struct calls_trace *t)
 		return 0;
 	r = t->err;
 	r2 = tp_trace_producer_fini(&t->prod);
+	free(t->heads);
 	if (r || r2) {
 		tp_trace_writer_free(t->w);
 		free(t);

@@ -16,6 +16,7 @@
 struct tp_unwinder {
 	Dwfl *dwfl;
 	pid_t pid;
+	unsigned gen; /* reports of the objects so far (tp_unwinder_gen) */
 	/* The backtrace in progress (libdwfl hands us back only a pointer). */
 	pid_t tid;
 	const struct user_regs_struct *regs;
@@ -112,8 +113,11 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 
 static int report(struct tp_unwinder *u)
 {
+	/* unique across unwinders: another one may come at a freed one's address */
+	static unsigned reports;
 	int r;
 
+	u->gen = ++reports;
 	dwfl_report_begin(u->dwfl);
 	r = dwfl_linux_proc_report(u->dwfl, u->pid);
 	if (dwfl_report_end(u->dwfl, NULL, NULL) && !r)
@@ -170,6 +174,11 @@ void tp_unwinder_free(struct tp_unwinder *u)
 int tp_unwinder_refresh(struct tp_unwinder *u)
 {
 	return report(u);
+}
+
+unsigned tp_unwinder_gen(const struct tp_unwinder *u)
+{
+	return u->gen;
 }
 
 static int frame_cb(Dwfl_Frame *frame, void *arg)

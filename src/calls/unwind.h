@@ -18,6 +18,8 @@ void tp_unwinder_free(struct tp_unwinder *u);
 /* The process mapped or unmapped objects (dlopen/dlclose, exec): report them again.
  * Returns 0 or -errno. */
 int tp_unwinder_refresh(struct tp_unwinder *u);
+/* Changes at each report of the objects (new, refresh): what was unwound before may differ. */
+unsigned tp_unwinder_gen(const struct tp_unwinder *u);
 
 /* Called for each 8-byte stack word the unwinder reads: return true and set *val to
  * substitute (tracepad's return hook replaced the return address stored at @addr by a
@@ -30,5 +32,17 @@ typedef bool (*tp_unwind_subst_fn)(void *arg, pid_t tid, uint64_t addr, uint64_t
  * 4 KiB page and call.  Returns the count (>= 1) or -errno (-EINVAL: @max < 1). */
 int tp_unwinder_backtrace(struct tp_unwinder *u, pid_t tid, const struct user_regs_struct *regs,
 			  tp_unwind_subst_fn subst, void *arg, uint64_t *pcs, int max);
+
+/* Backtraces remembered (unwind-memo.c): libdw's walk is a function of the registers and of
+ * the stack words it reads, so a walk from the same pc and stack pointer over the same words
+ * gives the same frames.  Only for walks whose @word serves every read (a stack copy). */
+struct tp_unwind_memo;
+
+struct tp_unwind_memo *tp_unwind_memo_new(void);
+void tp_unwind_memo_free(struct tp_unwind_memo *m);
+/* As tp_unwinder_backtrace, whose result it gives, from @m when the walk was seen before. */
+int tp_unwind_memo_backtrace(struct tp_unwind_memo *m, struct tp_unwinder *u, pid_t tid,
+			     const struct user_regs_struct *regs, tp_unwind_subst_fn word,
+			     void *arg, uint64_t *pcs, int max);
 
 #endif

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlib import TRACEPAD, check, done, parse, target  # noqa: E402
+from memlib import ENGINE, TRACEPAD, check, done, parse, target  # noqa: E402
 
 
 def readline(f, timeout):
@@ -34,7 +34,7 @@ def run(plugin):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = readline(prog.stdout, 20)
     with tempfile.NamedTemporaryFile(prefix="tp-mem-detach-", suffix=".txt") as f:
-        tp = subprocess.Popen([TRACEPAD, "calls", "-e", "mem-detach:tick", "-o", f.name,
+        tp = subprocess.Popen([TRACEPAD, "calls"] + ENGINE + ["-e", "mem-detach:tick", "-o", f.name,
                                "--plugin", plugin, "-p", str(prog.pid)],
                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
         end = time.monotonic() + 60

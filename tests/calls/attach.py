@@ -2,7 +2,9 @@
 """tracepad calls -p: 20 cycles of attach, trace 1 s, detach against a running target whose
 4 threads check every result they compute and whose fifth thread is inside a traced 20 ms
 sleep most of the time (so detaching finds hooked return addresses); some cycles end with
-SIGINT, SIGTERM or SIGHUP to tracepad instead of --duration.  At the end the target stops on
+SIGINT, SIGTERM or SIGHUP to tracepad instead of --duration; with the engine of argv[2]
+(the agent's: 5 of those cycles, calls-agent-attach does 100 of --duration).  After each
+cycle the code of the target's objects is what it was.  At the end the target stops on
 request and exits 0 with all its checks passed."""
 import os
 import re
@@ -11,7 +13,7 @@ import subprocess
 import tempfile
 import time
 
-from tpcalls import check, done, calls, target, Run, TRACEPAD
+from tpcalls import ENGINE, check, done, calls, exec_text, target, Run, TRACEPAD
 
 CYCLES = int(os.environ.get("TP_CALLS_CYCLES", "20"))
 STOPS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -47,11 +49,16 @@ try:
     m = re.match(r"ready (\d+)$", first)
     check(m and int(m.group(1)) == p.pid, "the target is running", first)
     tids = set()
-    for i in range(CYCLES):
-        opts = ["--duration", "1", "-c", "--json", "-e",
+    text = exec_text(p.pid)
+    # the cycle's number says how it ends and what it prints; the agent's: lines, -c, and
+    # one ended by each signal (calls-agent-attach does its 100 cycles of --duration)
+    plan = range(CYCLES) if ENGINE == "ptrace" else [i for i in (0, 3, 4, 9, 14) if i < CYCLES]
+    engine = ENGINE
+    for i in plan:
+        opts = ["--engine", engine, "--duration", "1", "-c", "--json", "-e",
                 "libtpcalls:tpc_add,libtpcalls:tpc_word,libtpcalls:tpc_sleep"]
         if i % 4 == 3:  # now and then, lines instead of a summary
-            opts = ["--duration", "1", "-e", "libtpcalls:tpc_add"]
+            opts = ["--engine", engine, "--duration", "1", "-e", "libtpcalls:tpc_add"]
         t0 = time.monotonic()
         sig = STOPS[i // 5 % len(STOPS)] if i % 5 == 4 else None
         if sig:
@@ -69,16 +76,20 @@ try:
             ok = (r.rc == 0 and alive and add and add[0]["calls"] > 0 and word
                   and word[0]["calls"] > 0 and slp and slp[0]["calls"] > 0
                   and s.get("pids") == [p.pid])
-            check(ok, "cycle %d: attached, traced calls of the 3 functions, detached %s(%.1f s)"
-                  % (i, "on %s " % sig.name if sig else "", took), r)
+            check(ok, "%s cycle %d: attached, traced calls of the 3 functions, detached %s(%.1f s)"
+                  % (engine, i, "on %s " % sig.name if sig else "", took), r)
         else:
             cs = r.calls
             tids |= {c.tid for c in cs}
             bad = [c for c in cs if c.retint is None or c.args is None or len(c.args) != 2
                    or c.retint != sum(c.args) or c.function != "tpc_add"]
             check(r.rc == 0 and alive and cs and not bad and not r.unparsed(),
-                  "cycle %d: attached, %d call lines, all with right values, detached"
-                  % (i, len(cs)), "%r\n%r" % (bad[:3], r))
+                  "%s cycle %d: attached, %d call lines, all with right values, detached"
+                  % (engine, i, len(cs)), "%r\n%r" % (bad[:3], r))
+        now = exec_text(p.pid) if alive else {}
+        changed = [k[0] for k in text if now.get(k) != text[k]]
+        check(alive and not changed, "%s cycle %d: the code as it was before" % (engine, i),
+              changed)
         if not alive:
             break
     task = set(int(t) for t in os.listdir("/proc/%d/task" % p.pid)) if p.poll() is None \
@@ -92,7 +103,7 @@ try:
     out, err = p.communicate(timeout=60)
     m = re.search(r"^calls (\d+) failures (\d+)$", out, re.M)
     check(p.returncode == 0 and m and int(m.group(2)) == 0 and int(m.group(1)) > 0,
-          "the target survived %d cycles and all its checks passed" % CYCLES,
+          "the target survived %d cycles and all its checks passed" % len(plan),
           "rc=%r out=%r err=%r" % (p.returncode, out[-300:], err[-300:]))
 finally:
     if p.poll() is None:

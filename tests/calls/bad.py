@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """tracepad calls on bad input: an unknown plugin, a plugin that is not one, malformed
 patterns, a PID that does not exist, a PID that exits mid-trace, exec of what is not an ELF
-(a script, a data file).  Each gets one line on stderr and exit status 2, or a clean run;
-the traced program is never harmed."""
+(a script, a data file), with the engine of argv[2].  Each gets one line on stderr and exit
+status 2, or a clean run; the traced program is never harmed."""
 import os
 import re
 import shutil
@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from tpcalls import check, done, calls, run, target, one_line_error, TRACEPAD
+from tpcalls import ENGINE, check, done, calls, run, target, one_line_error, TRACEPAD
 
 lazy = target("calls-lazy")
 multi = target("calls-multi")
@@ -20,7 +20,7 @@ WANT_OUT = "calls %d sum %d\n" % (N, sum(i + i % 7 + 1 for i in range(N)))
 
 
 def tp(*args, timeout=60):
-    return run([TRACEPAD, "calls"] + list(args), timeout=timeout)
+    return run([TRACEPAD, "calls", "--engine", ENGINE] + list(args), timeout=timeout)
 
 
 def not_started(r):
@@ -83,7 +83,8 @@ try:
     p.stdout.readline()
     fd, out1 = tempfile.mkstemp(prefix="tp-calls-first-")
     os.close(fd)
-    first = subprocess.Popen([TRACEPAD, "calls", "-c", "--json", "-e", "libtpcalls:tpc_add",
+    first = subprocess.Popen([TRACEPAD, "calls", "--engine", ENGINE, "-c", "--json", "-e",
+                              "libtpcalls:tpc_add",
                               "--duration", "3", "-o", out1, "-p", str(p.pid)],
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)

@@ -4,14 +4,13 @@ methods): shown demangled by default and as symbols with --demangle=no, selected
 their source names or their symbols; -C (uftrace's caller filter) keeps only the calls of
 the function and of its callers on the way there.  Also -e OBJECT by soname and unversioned
 names (libtpcallsv.so.1.2.3).  Counts and values are checked against the program's own
-output."""
+output.  With the engine of argv[2]."""
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 
-from tpcalls import TRACEPAD, calls, check, done, one_line_error, run, target
+from tpcalls import TRACEPAD, calls, check, done, one_line_error, need_peer, run, target
 
 cxx, soname = target("calls-cxx"), target("calls-soname")
 N = 4
@@ -127,7 +126,7 @@ ls = lines(r)
 check(len(of(ls, "_ZNK2ns6Widget3getEv")) == N and len(of(ls, "_ZNK2ns6Widget3getEi")) == 2 * N
       and len(ls) == 3 * N, "--demangle=no: the same calls under their symbols", r)
 # The names shown are c++filt's for the symbols --demangle=no shows, call for call.
-if shutil.which("c++filt"):
+if need_peer("c++filt", "binutils", "the names shown are c++filt's of the symbols"):
     a = [x[2] for x in lines(calls(["-e", "calls-cxx:*"], [cxx, "2"]))]
     syms = [x[2] for x in lines(calls(["--demangle=no", "-e", "calls-cxx:*"], [cxx, "2"]))]
     f = subprocess.run(["c++filt"], input="\n".join(syms) + "\n", capture_output=True,
@@ -173,7 +172,7 @@ for bad in (["-C", "main", "-c"], ["-C", "main", "--entry"]):
 # -C as uftrace -C shows it (uftrace names a function without its parameters; both
 # overloads of get match its 'ns::Widget::get'): the same calls at the same depths below
 # main.
-if shutil.which("uftrace"):
+if need_peer("uftrace", "uftrace", "-C: the calls uftrace -C shows"):
     pg = target("calls-cxx-pg")
     for tp_pat, uf_pat in (("ns::middle*", "ns::middle"), ("calls-cxx-pg:ns::Widget::get*",
                                                             "ns::Widget::get")):

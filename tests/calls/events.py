@@ -5,15 +5,15 @@ by SIGKILL, one execs and kills itself with SIGTERM; it gets their SIGCHLDs and 
 With -f, the exec, exit, death and signal lines of every process (pids named by the roles
 the processes print) are those the target's behaviour implies, the same in the text lines,
 the -c --json events and the --trace events, and the same as strace -f reports (when strace
-is installed); without -f, only the traced process's own (its exec included)."""
+is installed); without -f, only the traced process's own (its exec included).  With the
+engine of argv[2]."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 
-from tpcalls import EVENT, TRACEPAD, calls, check, done, run, target
+from tpcalls import EVENT, TRACEPAD, calls, check, done, need_peer, run, target
 
 prog = target("calls-procev")
 PROG = os.path.basename(prog)
@@ -187,7 +187,7 @@ check(r.rc == 5 and got == {"main": WANT["main"]},
       "got  %r\n%r" % (got, r))
 
 # strace -f on the same target reports the same, pids for pids.
-if shutil.which("strace"):
+if need_peer("strace", "strace", "-f: the events strace -f reports"):
     with tempfile.TemporaryDirectory(prefix="tp-events-") as d:
         out = os.path.join(d, "strace.out")
         st = run(["strace", "-f", "-s", "4096", "-e", "trace=execve", "-e", "signal=all",

@@ -1,18 +1,20 @@
 /* Targets of `tracepad calls` tests, one subcommand each: threads, nest, forkexec, longjmp,
  * loop (attach/detach), badexec, spawn, cold, errno, signal, sigign, rec, threxit, threxec,
- * dlopen, vfork, wait, notsc, sigloop.  Each prints what the tracer must have seen (tids, pids,
- * results) so the tests compare the trace with the program's own account. */
+ * dlopen, vfork, wait, notsc, sigloop, sigpair.  Each prints what the tracer must have seen (tids,
+ * pids, results) so the tests compare the trace with the program's own account. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -469,13 +471,29 @@ static int cmd_wait(void)
 static atomic_int sig_calls, sig_bad;
 static double sig_for;
 
+static atomic_int sig_done;
+static int sig_periodic;
+
+/* The next SIGALRM 100 us after this one's handler: one that waited on a tracer longer than
+ * that would otherwise find the next already pending, and the loop might never run again.
+ * Periodic (every 100 us whatever happens): a storm, for attaches that need no progress. */
+static void alarm_arm(void)
+{
+	struct itimerval it = {{0, sig_periodic ? 100 : 0}, {0, 100}};
+
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 static void on_alarm(int sig)
 {
-	int v = (atomic_fetch_add(&sig_calls, 1) + 1) & 0xff;
+	int v = (atomic_fetch_add(&sig_calls, 1) + 1) & 0xff, e = errno;
 
 	(void)sig;
 	if (tpc_add(v, 1) != v + 1)
 		atomic_fetch_add(&sig_bad, 1);
+	if (!sig_periodic && !atomic_load(&sig_done))
+		alarm_arm();
+	errno = e;
 }
 
 /* One thread of sigloop: tpc_add in a loop for sig_for seconds; its bad results. */
@@ -495,14 +513,14 @@ static void *sig_worker(void *arg)
 	return NULL;
 }
 
-/* sigloop S [N]: for S seconds (or until SIGUSR1), N threads (1 by default) call tpc_add in
- * a loop while a SIGALRM handler, every 100 us, calls it too: signals land anywhere, also in
- * tracepad's slots, trampoline and stubs, and in several threads at once. */
+/* sigloop S [N [periodic]]: for S seconds (or until SIGUSR1), N threads (1 by default) call tpc_add
+ * in a loop while a SIGALRM handler, 100 us after it last ran, calls it too: signals land anywhere,
+ * also in tracepad's slots, trampoline and stubs, and in several threads at once. */
 static int cmd_sigloop(double seconds, int nthreads)
 {
 	struct sigaction sa = {.sa_handler = on_alarm, .sa_flags = SA_RESTART};
 	struct sigaction usr = {.sa_handler = on_stop};
-	struct itimerval it = {{0, 100}, {0, 100}};
+	struct itimerval it = {{0, 0}, {0, 0}};
 	struct worker w[8] = {0};
 	long calls = 0, bad = 0;
 	int n = nthreads < 1 ? 1 : nthreads > 8 ? 8 : nthreads;
@@ -511,7 +529,7 @@ static int cmd_sigloop(double seconds, int nthreads)
 	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
 	sigaction(SIGALRM, &sa, NULL);
 	sigaction(SIGUSR1, &usr, NULL);
-	setitimer(ITIMER_REAL, &it, NULL);
+	alarm_arm();
 	for (int k = 1; k < n; k++)
 		pthread_create(&w[k].th, NULL, sig_worker, &w[k]);
 	printf("ready %d\n", (int)getpid());
@@ -519,7 +537,7 @@ static int cmd_sigloop(double seconds, int nthreads)
 	sig_worker(&w[0]);
 	for (int k = 1; k < n; k++)
 		pthread_join(w[k].th, NULL);
-	it = (struct itimerval){{0, 0}, {0, 0}};
+	atomic_store(&sig_done, 1);
 	setitimer(ITIMER_REAL, &it, NULL);
 	for (int k = 0; k < n; k++) {
 		calls += w[k].calls;
@@ -530,9 +548,95 @@ static int cmd_sigloop(double seconds, int nthreads)
 	return bad || atomic_load(&sig_bad) ? 1 : 0;
 }
 
-/* notsc: rdtsc faults from here on (PR_SET_TSC); tpc_add(i, 1) for i < 5. */
+/* sigpair: the main thread calls tpc_add in a loop while two threads each send it their own
+ * signal (SIGUSR1, SIGUSR2) and wait until it is handled before the next, so that both can
+ * be pending at once: a tracer that holds them back must give both back.  A line on stdin
+ * (or its end) stops it; a signal not handled within 10 s is lost. */
+static pid_t pair_tid;
+static atomic_long pair_handled[2];
+static atomic_int pair_end, pair_lost;
+
+static void on_pair(int sig)
+{
+	atomic_fetch_add(&pair_handled[sig == SIGUSR2], 1);
+}
+
+static void *pair_sender(void *arg)
+{
+	long k = (long)arg, sent = 0;
+	struct timespec nap = {0, 20000};
+
+	while (!atomic_load(&pair_end)) {
+		struct timespec t0, t;
+
+		sent++;
+		syscall(SYS_tgkill, getpid(), pair_tid, k ? SIGUSR2 : SIGUSR1);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		while (atomic_load(&pair_handled[k]) < sent) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if (t.tv_sec - t0.tv_sec > 10) {
+				atomic_fetch_add(&pair_lost, 1);
+				return (void *)sent;
+			}
+			nanosleep(&nap, NULL);
+		}
+	}
+	return (void *)sent;
+}
+
+static void *pair_stdin(void *arg)
+{
+	char line[64];
+
+	(void)arg;
+	if (!fgets(line, sizeof(line), stdin))
+		line[0] = 0;
+	atomic_store(&pair_end, 1);
+	return NULL;
+}
+
+static int cmd_sigpair(void)
+{
+	struct sigaction sa = {.sa_handler = on_pair, .sa_flags = SA_RESTART};
+	pthread_t th[3];
+	void *sent[2];
+	long calls = 0, bad = 0;
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGUSR1, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	pair_tid = (pid_t)syscall(SYS_gettid);
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	for (long k = 0; k < 2; k++)
+		pthread_create(&th[k], NULL, pair_sender, (void *)k);
+	pthread_create(&th[2], NULL, pair_stdin, NULL);
+	printf("ready %d\n", (int)getpid());
+	fflush(stdout);
+	while (!atomic_load(&pair_end))
+		for (int i = 0; i < 100; i++, calls++)
+			bad += tpc_add(i, (int)calls & 0xff) != i + ((int)calls & 0xff);
+	for (int k = 0; k < 3; k++)
+		pthread_join(th[k], k < 2 ? &sent[k] : NULL);
+	printf("sigpair sent %ld %ld handled %ld %ld lost %d bad %ld\n", (long)sent[0],
+	       (long)sent[1], atomic_load(&pair_handled[0]), atomic_load(&pair_handled[1]),
+	       atomic_load(&pair_lost), bad);
+	return atomic_load(&pair_lost) || bad ? 1 : 0;
+}
+
+static sigjmp_buf notsc_jb;
+
+static void notsc_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(notsc_jb, 1);
+}
+
+/* notsc: rdtsc faults from here on (PR_SET_TSC); tpc_add(i, 1) for i < 5; then the
+ * program's own rdtsc, which must still fault. */
 static int cmd_notsc(void)
 {
+	struct sigaction sa = {.sa_handler = notsc_segv};
+	volatile int faulted = 0;
 	long sum = 0;
 
 	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0)) {
@@ -542,6 +646,17 @@ static int cmd_notsc(void)
 	for (int i = 0; i < 5; i++)
 		sum += tpc_add(i, 1);
 	printf("notsc sum %ld\n", sum);
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGSEGV, &sa, NULL);
+	if (!sigsetjmp(notsc_jb, 1)) {
+		uint32_t lo, hi;
+
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		(void)lo, (void)hi;
+	} else {
+		faulted = 1;
+	}
+	printf("own rdtsc %s\n", faulted ? "faulted" : "ran");
 	return 0;
 }
 
@@ -587,12 +702,16 @@ int main(int argc, char **argv)
 		return cmd_wait();
 	if (!strcmp(cmd, "notsc"))
 		return cmd_notsc();
-	if (!strcmp(cmd, "sigloop") && argc > 2)
+	if (!strcmp(cmd, "sigpair"))
+		return cmd_sigpair();
+	if (!strcmp(cmd, "sigloop") && argc > 2) {
+		sig_periodic = argc > 4 && !strcmp(argv[4], "periodic");
 		return cmd_sigloop(atof(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
+	}
 	fprintf(stderr,
 		"usage: %s threads [SCALE]|nest|forkexec PROG|longjmp|loop [S]|badexec F|spawn "
 		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork "
-		"P|wait|notsc|sigloop S [N]\n",
+		"P|wait|notsc|sigloop S [N [periodic]]|sigpair\n",
 		argv[0]);
 	return 2;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tracepad calls' output: nesting shown by indentation (c, b, a at 4, 2, 0 spaces), tail
-calls, --entry, -T durations, lines on stderr without -o, and --trace DIR read back by
-tracepad dump and babeltrace2 with one call and one return event per call."""
+"""tracepad calls' output, with the engine of argv[2]: nesting shown by indentation (c, b, a
+at 4, 2, 0 spaces), tail calls, --entry, -T durations, lines on stderr without -o, and
+--trace DIR read back by tracepad dump and babeltrace2 with one call and one return event per
+call."""
 import json
 import os
 import re
@@ -9,7 +10,8 @@ import shutil
 import subprocess
 import tempfile
 
-from tpcalls import check, done, calls, run, target, ENTRY, EVENT, LINE, TRACEPAD
+from tpcalls import ENGINE, check, done, calls, need_peer, run, target, ENTRY, EVENT, LINE, \
+    TRACEPAD
 
 multi = target("calls-multi")
 lazy = target("calls-lazy")
@@ -123,7 +125,8 @@ for pat in ("libtpcalls.so:tpc_add", "libtpcalls:tpc_add", "libtp*:tpc_?dd", "tp
           and not r.unparsed(), "-e %r: the 50 calls of tpc_add" % pat, r)
 
 # Without -T no durations; without -o the lines go to stderr (the program writes none).
-r = run([TRACEPAD, "calls", "-e", "libtpcalls:tpc_add", "--", lazy, "50"])
+r = run([TRACEPAD, "calls", "--engine", ENGINE, "-e", "libtpcalls:tpc_add", "--", lazy,
+         "50"])
 ls = r.err.splitlines()
 pid = r.out.split("\n", 1)[0].replace("pid ", "")
 check(ls[-1:] == ["[%s] +++ exited with 0 +++" % pid] and EVENT.match(ls[-1]),
@@ -181,7 +184,7 @@ try:
     pid = re.search(r"^pid (\d+)$", r.out, re.M)
     check(pid and all(e.get("pid") == int(pid.group(1)) for e in ents + rets),
           "--trace: events carry the program's pid", evs[:2])
-    if shutil.which("babeltrace2"):
+    if need_peer("babeltrace2", "babeltrace2", "--trace: babeltrace2 reads the events"):
         b = subprocess.run(["babeltrace2", d], capture_output=True, text=True, timeout=120)
         check(b.returncode == 0 and len(b.stdout.splitlines()) == len(evs),
               "--trace: babeltrace2 reads as many events as tracepad dump",

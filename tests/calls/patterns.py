@@ -2,10 +2,11 @@
 """-e feedback and spellings: a pattern that matched no function by the program's end is
 named in a warning (selecting, deselecting, with or without an object), while the patterns
 that matched are not and the program's calls are traced as without it; ltrace's
-FUNCTION@OBJECT selects what OBJECT:FUNCTION does; malformed '@' patterns are refused."""
+FUNCTION@OBJECT selects what OBJECT:FUNCTION does; malformed '@' patterns are refused.  With
+the engine of argv[2]."""
 import re
 
-from tpcalls import TRACEPAD, calls, check, done, one_line_error, run, target
+from tpcalls import ENGINE, TRACEPAD, calls, check, done, one_line_error, run, target
 
 lazy = target("calls-lazy")
 WARN = re.compile(r"^tracepad calls: warning: pattern '(.*)' matched no function$")
@@ -61,6 +62,6 @@ check(r.rc == 0 and not r.calls and warned(r) == ["malloc@libz.so.1"],
       "-e malloc@libz.so.1 (not loaded): nothing traced, a warning", r)
 
 for bad in ("malloc@", "@libc", "a@b:c", "a@b@c"):
-    r = run([TRACEPAD, "calls", "-e", bad, "--", lazy, "1"])
+    r = run([TRACEPAD, "calls", "--engine", ENGINE, "-e", bad, "--", lazy, "1"])
     check(one_line_error(r) and "bad pattern" in r.err, "-e %r: refused in one line" % bad, r)
 done()

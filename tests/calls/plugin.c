@@ -25,8 +25,16 @@ static void on_call(void *priv, struct tracepad_call *c)
 	if (c->user)
 		n->bad++;
 	c->user = n;
-	if (!strcmp(c->function, "tpc_add"))
+	if (!strcmp(c->function, "tpc_add")) {
+		uint8_t b[6];
+
 		n->add_calls++;
+		/* the real return address: right after a call (e8 rel32, or ff 15 through the
+		 * GOT), never the return trampoline's */
+		if (n->host->read(n->host->ctx, c->pid, c->caller - 6, b, 6) != 6 ||
+		    (b[1] != 0xe8 && (b[0] != 0xff || b[1] != 0x15)))
+			n->bad++;
+	}
 }
 
 static void on_ret(void *priv, struct tracepad_call *c)

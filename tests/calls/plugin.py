@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """tracepad calls --plugin PATH[:ARGS]: a test plugin (plugin.c) selects tpc_add itself, counts
-its callbacks and prints them at fini; the counts must be the program's exact numbers."""
+its callbacks and prints them at fini; the counts must be the program's exact numbers.  With
+the engine of argv[2]."""
 import re
 import signal
 
-from tpcalls import check, done, calls, run, target
+from tpcalls import ENGINE, check, done, calls, run, target
 
 plugin = target("libtpcalls-plugin.so")
 N = 300
@@ -45,14 +46,17 @@ check(nopid(r.out) == nopid(native.out) and native.rc == 0 and "calls 300" in r.
 check(len([x for x in r.calls if x.function == "tpc_add"]) < N,
       "tracing stopped at the crash", len(r.calls))
 
+NO_PLUGIN_F = ("agent engine: --plugin with -f is refused (issue 12)" if ENGINE == "agent"
+               else None)
 r = calls(["-f", "--plugin", plugin, "-e", "libtpcalls:tpc_word"],
           [target("calls-multi"), "forkexec", target("calls-lazy")])
 c = counts(r.text)
 check(r.rc == 0 and c.get("args") == "(none)" and c.get("add_calls") == "65"
       and c.get("add_rets") == "65" and c.get("bad") == "0",
-      "-f: 65 tpc_add calls across fork and exec, no ARGS", c or r)
+      "-f: 65 tpc_add calls across fork and exec, no ARGS", c or r, todo=NO_PLUGIN_F)
 check(c.get("proc_start") == "3" and c.get("proc_exit") == "2",
-      "-f: processes started (parent, child, exec'd image) and exited (2)", c)
+      "-f: processes started (parent, child, exec'd image) and exited (2)", c,
+      todo=NO_PLUGIN_F)
 
 r = calls(["--plugin", plugin, "-e", "libtpcalls:tpc_word"], [target("calls-multi"), "threads"])
 c = counts(r.text)

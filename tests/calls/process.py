@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""tracepad calls across fork and exec: with -f, the calls of the parent, of the child and of
-the program the child execs, each attributed to the pid the program printed; without -f only
-the parent's, and the child still runs to its end (never killed by a SIGTRAP)."""
+"""tracepad calls across fork and exec, with the engine of argv[2]: with -f, the calls of the
+parent, of the child and of the program the child execs, each attributed to the pid the
+program printed; without -f only the parent's, and the child still runs to its end (never
+killed by a SIGTRAP).  A static program exec'd too."""
 import re
 
-from tpcalls import check, done, calls, run, target
+from tpcalls import ENGINE, check, done, calls, run, target
 
 multi = target("calls-multi")
 lazy = target("calls-lazy")
@@ -30,50 +31,51 @@ def program_ok(r):
 nat = run([multi, "forkexec", lazy])
 check(program_ok(nat), "native run", nat)
 
+E = ENGINE + ": "
 for rep in range(2):
     r = calls(["-f"] + PAT, [multi, "forkexec", lazy])
-    check(program_ok(r), "-f #%d: parent, child and exec'd program ran to their end" % rep, r)
+    check(program_ok(r), E + "-f #%d: parent, child and exec'd program ran to their end" % rep, r)
     parent, child, exe = pids(r.out)
     check(child == exe and parent and child != parent,
-          "-f #%d: the exec'd program runs in the child's pid" % rep, r.out)
+          E + "-f #%d: the exec'd program runs in the child's pid" % rep, r.out)
     cs = r.calls
-    check(not r.unparsed(), "-f #%d: every line is a call line" % rep,
+    check(not r.unparsed(), E + "-f #%d: every line is a call line" % rep,
           "\n".join(r.unparsed()[:10]))
     mine = [c for c in cs if c.tid == parent]
     check([c.args for c in mine] == [[1, i] for i in range(30)] + [[1, 100 + i] for i in range(5)]
           and all(c.retint == sum(c.args) for c in mine),
-          "-f #%d: the parent's 35 calls under its pid, with their values" % rep,
+          E + "-f #%d: the parent's 35 calls under its pid, with their values" % rep,
           "%d lines: %r" % (len(mine), mine[:5]))
     theirs = [c for c in cs if c.tid == child]
     want = [[2, i] for i in range(20)] + [[i, i % 7 + 1] for i in range(10)]
     check([c.args for c in theirs] == want and all(c.retint == sum(c.args) for c in theirs),
-          "-f #%d: the child's 20 calls then the exec'd program's 10 under the child's pid" % rep,
+          E + "-f #%d: the child's 20 calls then the exec'd program's 10 under the child's pid" % rep,
           "%d lines: %r" % (len(theirs), theirs[:5]))
-    check(len(cs) == 65, "-f #%d: no other line" % rep, "%d lines" % len(cs))
+    check(len(cs) == 65, E + "-f #%d: no other line" % rep, "%d lines" % len(cs))
     r = calls(["-f", "-c", "--json"] + PAT, [multi, "forkexec", lazy])
     s = r.summary()
     parent, child, _ = pids(r.out)
     tot = sum(f.get("calls", 0) for f in (s or {}).get("functions", []) if f.get("function")
               == "tpc_add")
     check(program_ok(r) and s and tot == 65 and sorted(s.get("pids", [])) == sorted(
-        [parent, child]), "-f -c --json #%d: 65 calls, pids of parent and child" % rep, r)
+        [parent, child]), E + "-f -c --json #%d: 65 calls, pids of parent and child" % rep, r)
 
 for rep in range(2):
     r = calls(PAT, [multi, "forkexec", lazy])
-    check(program_ok(r), "no -f #%d: the child and its exec'd program ran to their end "
+    check(program_ok(r), E + "no -f #%d: the child and its exec'd program ran to their end "
           "(no SIGTRAP)" % rep, r)
     parent, child, _ = pids(r.out)
     cs = r.calls
     check(len(cs) == 35 and all(c.tid == parent for c in cs)
           and [c.args for c in cs] == [[1, i] for i in range(30)] + [[1, 100 + i]
                                                                    for i in range(5)],
-          "no -f #%d: only the parent's 35 calls" % rep, "%d lines: %r" % (len(cs), cs[-3:]))
+          E + "no -f #%d: only the parent's 35 calls" % rep, "%d lines: %r" % (len(cs), cs[-3:]))
 # exec from a second thread: the kernel ends the other threads and gives the new image the
 # process's pid, which -f must follow.
 nat = run([multi, "threxec", lazy])
 check(nat.rc == 0 and "calls 10 sum 79\n" in nat.out, "threxec: native run", nat)
 for opts in (["-f"], []):
-    what = "threxec " + (" ".join(opts) or "without -f")
+    what = E + "threxec " + (" ".join(opts) or "without -f")
     r = calls(opts + PAT, [multi, "threxec", lazy])
     pid = re.search(r"^threxec (\d+)$", r.out, re.M)
     pid2 = re.search(r"^pid (\d+)$", r.out, re.M)
@@ -87,4 +89,18 @@ for opts in (["-f"], []):
                                                          for i in range(10)]
         check(got == want, what + ": the thread's call, then the new image's 10 under the pid",
               "got  %r\nwant %r" % (got, want))
+# The child execs a static program: hooked at its main under the agent engine.
+static = target("calls-static")
+nat = run([multi, "forkexec", static])
+check(program_ok(nat), "static exec: native run", nat)
+r = calls(["-f", "-e", "libtpcalls:tpc_add,calls-static:tpc_add"],
+          [multi, "forkexec", static])
+parent, child, exe = pids(r.out)
+theirs = [(c.args, c.retint, c.object) for c in r.calls if c.tid == child]
+want = [([2, i], 2 + i, "libtpcalls.so") for i in range(20)] + [
+    ([i, i % 7 + 1], i + i % 7 + 1, "calls-static") for i in range(10)]
+check(program_ok(r) and child == exe and theirs == want
+      and len([c for c in r.calls if c.tid == parent]) == 35,
+      "%s: static exec -f: the child's 20 calls, then the static program's 10" % ENGINE,
+      "got  %r\nwant %r" % (theirs[18:23], want[18:23]))
 done()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tracepad calls -c on real programs nobody here wrote (gzip -9, python3 -c pass, ls -l /)
-with the default selection: output byte-identical to the untraced run, exit status passed
-through, and summaries listing functions those programs are known to call."""
+with the default selection and the engine of argv[2]: output byte-identical to the untraced
+run, the program's stderr too (tracepad says nothing), exit status passed through, and
+summaries listing functions those programs are known to call."""
 import json
 import os
 import re
@@ -9,7 +10,7 @@ import shutil
 import subprocess
 import tempfile
 
-from tpcalls import check, done, well_formed, TRACEPAD
+from tpcalls import ENGINE, check, done, well_formed, TRACEPAD
 
 # A real python3 ELF, not a pyenv shim script.
 PY = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else shutil.which("python3")
@@ -25,7 +26,8 @@ def traced(opts, argv):
     os.close(fd)
     os.unlink(path)
     try:
-        p = subprocess.run([TRACEPAD, "calls"] + opts + ["-o", path, "--"] + argv,
+        p = subprocess.run([TRACEPAD, "calls", "--engine", ENGINE] + opts + ["-o", path, "--"]
+                           + argv,
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=240)
         text = open(path, errors="replace").read() if os.path.exists(path) else ""
     except subprocess.TimeoutExpired:
@@ -66,35 +68,35 @@ try:
         ("python3 -c pass", [PY, "-c", "pass"], ("malloc", "free")),
         ("ls -l /", ["ls", "-l", "/"], ("opendir", "readdir", "malloc")),
     ]
-    for what, argv, known in cases:
+    runs = [(c, o) for c in cases for o in (["-c", "--json"], ["-c"])]
+    for (what, argv, known), opts in runs:
         nat = native(argv)
-        for opts in (["-c", "--json"], ["-c"]):
-            w = "%s %s" % (what, " ".join(opts))
-            p, text = traced(opts, argv)
-            if not check(p is not None, w + ": completes"):
-                continue
-            check(p.returncode == nat.returncode, w + ": exit status %d passed through"
-                  % nat.returncode, "got %r, stderr %r" % (p.returncode, p.stderr[-300:]))
-            norm = stable if argv[0] == "ls" else bytes
-            check(norm(p.stdout) == norm(nat.stdout), w + ": stdout byte-identical "
-                  "(%d bytes)" % len(nat.stdout), "got %d bytes" % len(p.stdout))
-            check(p.stderr == nat.stderr, w + ": the program's stderr unchanged",
-                  p.stderr[-300:])
-            if "--json" in opts:
-                s = summary(text)
-                probs = well_formed(s)
-                check(not probs, w + ": a well-formed summary", "\n".join(probs[:5])
-                      + "\n" + text[:300])
-                fs = names(s)
-                miss = [k for k in known if not (k in fs and fs[k]["calls"] > 0)]
-                check(not miss, w + ": calls of %s counted" % ", ".join(known),
-                      "missing %r; functions: %r" % (miss, sorted(fs)[:40]))
-                tot = [f.get("total_ns", 0) for f in (s or {}).get("functions", [])]
-                check(tot == sorted(tot, reverse=True), w + ": most total time first")
-            else:
-                miss = [k for k in known if k not in text]
-                check(text and not miss, w + ": the summary table lists %s" % ", ".join(known),
-                      text[:600])
+        w = "%s %s %s" % (ENGINE, what, " ".join(opts))
+        p, text = traced(opts, argv)
+        if not check(p is not None, w + ": completes"):
+            continue
+        check(p.returncode == nat.returncode, w + ": exit status %d passed through"
+              % nat.returncode, "got %r, stderr %r" % (p.returncode, p.stderr[-300:]))
+        norm = stable if argv[0] == "ls" else bytes
+        check(norm(p.stdout) == norm(nat.stdout), w + ": stdout byte-identical "
+              "(%d bytes)" % len(nat.stdout), "got %d bytes" % len(p.stdout))
+        check(p.stderr == nat.stderr, w + ": the program's stderr unchanged, nothing said",
+              p.stderr[-300:])
+        if "--json" in opts:
+            s = summary(text)
+            probs = well_formed(s)
+            check(not probs, w + ": a well-formed summary", "\n".join(probs[:5])
+                  + "\n" + text[:300])
+            fs = names(s)
+            miss = [k for k in known if not (k in fs and fs[k]["calls"] > 0)]
+            check(not miss, w + ": calls of %s counted" % ", ".join(known),
+                  "missing %r; functions: %r" % (miss, sorted(fs)[:40]))
+            tot = [f.get("total_ns", 0) for f in (s or {}).get("functions", [])]
+            check(tot == sorted(tot, reverse=True), w + ": most total time first")
+        else:
+            miss = [k for k in known if k not in text]
+            check(text and not miss, w + ": the summary table lists %s" % ", ".join(known),
+                  text[:600])
 
     # Only what -e selects; gzip's reads never fail here, so no errors are counted.
     argv = ["gzip", "-9", "-c", data]

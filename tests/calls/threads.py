@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""tracepad calls on 4 threads calling tpc_add concurrently: exact per-thread counts (against
-the tids and counts the program prints), correct values, and never a split line."""
+"""tracepad calls on 4 threads calling tpc_add concurrently, with the engine of argv[2]: exact
+per-thread counts (against the tids and counts the program prints), correct values, and never
+a split line."""
 import re
 
-from tpcalls import check, done, calls, run, target, ENTRY
+from tpcalls import ENGINE, check, done, calls, run, target, ENTRY
 
 prog = target("calls-multi")
 COUNTS = [300 * (k + 2) for k in range(4)]
@@ -19,7 +20,8 @@ check(nat.rc == 0 and sorted(c for _, c, _ in threads_of(nat.out).values()) == C
       "native run", nat)
 
 for opts in (["-e", "libtpcalls:tpc_add"], ["-e", "libtpcalls:tpc_add", "-T", "--entry"]):
-    what = " ".join(opts[2:]) or "plain"
+    what = ENGINE + " " + (" ".join(o for o in opts if o.startswith("-") and o != "-e")
+                           or "plain")
     for rep in range(3):
         r = calls(opts, [prog, "threads"])
         th = threads_of(r.out)

@@ -2,7 +2,10 @@
 parsing the call lines of the man page's format and the -c --json summary.
 
 Environment: TRACEPAD (the CLI); argv[1] is the build directory of tests/calls, where the
-targets are.  TAP and running programs: tests/lib."""
+targets are; argv[2] the engine the test is run with (ptrace or agent: meson runs each
+acceptance test once per engine, named in the test's name), which every calls() names unless
+its options name one or it is asked for the default choice (engine=None).  TAP and running
+programs: tests/lib."""
 import json
 import os
 import re
@@ -11,10 +14,14 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import run as runlib  # noqa: E402
-from tap import check, done  # noqa: E402,F401
+from tap import bail, check, done, need_peer  # noqa: E402,F401
 
 TRACEPAD, TARGETS = runlib.tracepad_and_targets()
 TIMEOUT = 120
+ENGINES = ("ptrace", "agent")
+ENGINE = sys.argv[2] if len(sys.argv) > 2 else "ptrace"
+if ENGINE not in ENGINES:
+    bail("unknown engine %r (ptrace, agent)" % ENGINE)
 
 # [TID] OBJECT:FUNCTION(ARGS) = RETVAL <SECONDS>, indented 2 spaces a depth after "] ", up to
 # 50 levels; deeper, 100 spaces and "{DEPTH} " (both in group 2).
@@ -133,12 +140,14 @@ def run(argv, timeout=TIMEOUT, cwd=None, env=None):
     return runlib.run(argv, timeout, cwd=cwd, env=env, cls=Run)
 
 
-def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None):
-    """tracepad calls OPTS -o TMP -- PROG...; the output file's text is in .text."""
+def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None, engine=ENGINE):
+    """tracepad calls --engine ENGINE OPTS -o TMP -- PROG...; the output file's text is in
+    .text.  No --engine added when OPTS has one, nor with engine=None (the default choice)."""
     fd, path = tempfile.mkstemp(prefix="tp-calls-", suffix=".out")
     os.close(fd)
     os.unlink(path)  # tracepad creates it: a stale file must not pass for output
-    argv = [TRACEPAD, "calls"] + list(opts) + ["-o", path]
+    argv = [TRACEPAD, "calls"] + (["--engine", engine] if engine and "--engine" not in opts
+                                  else []) + list(opts) + ["-o", path]
     argv += ["-p", str(pid)] if pid is not None else ["--"] + list(prog_argv)
     try:
         r = run(argv, timeout, cwd)
@@ -196,3 +205,73 @@ def program_line(out, pattern, cast=int):
 def one_line_error(r):
     """Bad input refused: exit status 2 and exactly one line on stderr (the error)."""
     return r.rc == 2 and len(r.err.strip().splitlines()) == 1
+
+
+def exec_text(pid):
+    """The bytes of every executable mapping of a file in process @pid, by path."""
+    text = {}
+    with open("/proc/%d/maps" % pid) as f:
+        maps = [ln.split() for ln in f]
+    with open("/proc/%d/mem" % pid, "rb") as m:
+        for v in maps:
+            if len(v) < 6 or "x" not in v[1] or not v[5].startswith("/"):
+                continue
+            lo, hi = (int(x, 16) for x in v[0].split("-"))
+            m.seek(lo)
+            text[(v[5], lo)] = m.read(hi - lo)
+    return text
+
+
+def attach_cycles(multi, n, opts=("--engine", "agent"), lines_every=2):
+    """Attach, trace 0.5 s, detach, @n times, on a running target whose 4 threads check
+    every result (a fifth one sleeps in a traced call): it survives with all its checks
+    passed, and after each detach the code of every object it had before the first attach
+    (the program, libtpcalls.so, and libc's and the loader's, where the stack walkers and
+    r_brk are hooked) is what it was."""
+    import signal
+    import subprocess
+
+    loop = subprocess.Popen([multi, "loop"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        first = loop.stdout.readline()
+        check(first == "ready %d\n" % loop.pid, "attach: the target is running", first)
+        text = exec_text(loop.pid)
+        check(any("libtpcalls.so" in k[0] for k in text) and any("libc.so" in k[0] for k in text),
+              "attach: the target's code read")
+        for i in range(n):
+            # odd cycles: -c of three functions; every @lines_every-th: the lines of tpc_add
+            # (a million a second to print and parse); the other even ones: of tpc_sleep
+            sel = "libtpcalls:tpc_add,libtpcalls:tpc_word,libtpcalls:tpc_sleep"
+            fn = "tpc_add" if i % lines_every == 0 else "tpc_sleep"
+            o = list(opts) + ["--duration", "0.5"] + (["-c", "--json", "-e", sel] if i % 2
+                                                      else ["-e", "libtpcalls:" + fn])
+            r = calls(o, pid=loop.pid, timeout=60)
+            alive = loop.poll() is None
+            if i % 2:
+                s = r.summary()
+                got = {f["function"]: f["calls"] for f in (s or {}).get("functions", [])}
+                ok = all(got.get(f, 0) > 0 for f in ("tpc_add", "tpc_word", "tpc_sleep"))
+            else:
+                cs = r.calls
+                ok = cs and all(c.function == fn and c.retint == (
+                    sum(c.args) if fn == "tpc_add" else 20) for c in cs)
+            check(r.rc == 0 and alive and ok and not r.err,
+                  "attach cycle %d: calls traced right, detached" % i, r)
+            now = exec_text(loop.pid) if alive else {}
+            changed = [k[0] for k in text if now.get(k) != text[k]]
+            check(alive and not changed, "attach cycle %d: the code as it was before" % i,
+                  changed)
+            if not alive:
+                break
+        st = open("/proc/%d/status" % loop.pid).read() if loop.poll() is None else ""
+        check(re.search(r"^TracerPid:\s+0$", st, re.M), "attach: the target is left untraced")
+        loop.send_signal(signal.SIGUSR1)
+        out, err = loop.communicate(timeout=60)
+        m = re.search(r"^calls (\d+) failures (\d+)$", out, re.M)
+        check(loop.returncode == 0 and m and int(m.group(2)) == 0,
+              "attach: the target survived and all its checks passed", out[-300:] + err[-300:])
+    finally:
+        if loop.poll() is None:
+            loop.kill()
+            loop.wait()

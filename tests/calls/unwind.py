@@ -2,10 +2,11 @@
 """tracepad calls when frames are left without returning: longjmp out of 3 nested traced
 calls, and C++ exceptions thrown through 3 traced frames.  The program's output must be the
 untraced one, later returns must be reported with their right values, and a call left by
-unwinding is either shown as `= <unwound>` or not shown, never with a return value."""
+unwinding is either shown as `= <unwound>` or not shown, never with a return value.  With
+the engine of argv[2]."""
 import os
 
-from tpcalls import check, done, calls, run, target
+from tpcalls import ENGINE, check, done, calls, run, target
 
 multi = target("calls-multi")
 exc = target("calls-exc")
@@ -22,7 +23,7 @@ nat = run([multi, "longjmp"])
 check(nat.rc == 0 and "catch 2 = 1002\n" in nat.out and "longjmp 3 got 3\n" in nat.out,
       "longjmp: native run", nat)
 for opts in (["-e", "libtpcalls:*"], ["-e", "libtpcalls:*", "--entry"]):
-    what = "longjmp " + " ".join(opts[2:])
+    what = "longjmp %s %s" % (ENGINE, " ".join(o for o in opts if o.startswith("-") and o != "-e"))
     r = calls(opts, [multi, "longjmp"])
     check(r.rc == 0 and r.out == nat.out, what + ": output and exit status unchanged", r)
     check(not r.unparsed(entries=True), what + ": every line is a call (or entry) line",
@@ -50,7 +51,8 @@ else:
     check(nat.rc == 0 and "catch 2 = 1002\n" in nat.out and "catch 3 = 17\n" in nat.out
           and "main caught 4 even\n" in nat.out, "C++: native run", nat)
     for opts in (["-e", "tpx_*,libtpcalls:tpc_add"], ["-e", "tpx_*,libtpcalls:tpc_add", "-T"]):
-        what = "C++ " + " ".join(opts[2:])
+        what = "C++ %s %s" % (ENGINE, " ".join(o for o in opts if o.startswith("-")
+                                                and o != "-e"))
         r = calls(opts, [exc])
         check(r.rc == 0 and r.out == nat.out, what + ": output and exit status unchanged "
               "(exceptions caught where they are natively)", r)

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """tracepad calls on the same program built as lazy, BIND_NOW, -fno-plt, CET (.plt.sec),
--pg and static binaries: exact call counts, the arguments and return values of every call,
-and the program's output and exit status unchanged."""
+-pg and static binaries, with the engine of argv[2]: exact call counts, the arguments and
+return values of every call, and the program's output and exit status unchanged (the agent
+engine loads its agent into the static program at main, with the program's own static
+dlopen)."""
 import re
 import subprocess
 import tempfile
 
-from tpcalls import check, done, calls, run, target, func, well_formed, program_line
+from tpcalls import ENGINE, check, done, calls, run, target, func, well_formed, program_line
 
 N = 1000
 # variant: (pattern of tpc_add, object name prefix in the output)
@@ -64,24 +66,25 @@ for name, (pattern, obj) in VARIANTS.items():
               == (N, expected_sum(N)), "%s: native run" % name, nat)
         npid = program_line(nat.out, r"^pid (\d+)$")
 
+        E = ENGINE + ": "
         # -c --json: the exact count.
         r = calls(["-c", "--json", "-e", pattern], [prog, str(N), "3"], cwd=cwd)
         s = r.summary()
         probs = well_formed(s)
-        check(not probs, "%s: -c --json is one well-formed JSON object" % name,
+        check(not probs, "%s: -c --json is one well-formed JSON object" % (E + name),
               "\n".join(probs) + "\n%r" % r)
         f = func(s, "tpc_add", obj)
-        check(f is not None and f["calls"] == N, "%s: -c counts %d calls of tpc_add" % (name, N),
+        check(f is not None and f["calls"] == N, "%s: -c counts %d calls of tpc_add" % (E + name, N),
               "%r\n%r" % (f, r))
         check(s is not None and len(s.get("functions") or []) == 1,
-              "%s: -c lists only the selected function" % name, r)
+              "%s: -c lists only the selected function" % (E + name), r)
         pid = program_line(r.out, r"^pid (\d+)$")
         check(s is not None and pid is not None and s.get("pids") == [pid[0]],
-              "%s: -c --json pids is the program's pid" % name, r)
-        check(r.rc == 3, "%s: exit status 3 passed through (-c)" % name, r)
+              "%s: -c --json pids is the program's pid" % (E + name), r)
+        check(r.rc == 3, "%s: exit status 3 passed through (-c)" % (E + name), r)
         check(r.out.replace("pid %d" % pid[0] if pid else "", "")
               == nat.out.replace("pid %d" % npid[0] if npid else "", ""),
-              "%s: stdout unchanged (-c)" % name, r)
+              "%s: stdout unchanged (-c)" % (E + name), r)
 
         # One line per call: arguments and return values.
         wpattern = pattern.replace("tpc_add", "tpc_word")
@@ -89,24 +92,25 @@ for name, (pattern, obj) in VARIANTS.items():
         cs = r.calls
         add = [c for c in cs if c.function == "tpc_add"]
         word = [c for c in cs if c.function == "tpc_word"]
-        check(len(add) == N, "%s: %d lines of tpc_add" % (name, N), "%d lines\n%r" % (len(add), r))
-        check(not r.unparsed(), "%s: every output line is a call line" % name,
+        check(len(add) == N, "%s: %d lines of tpc_add" % (E + name, N), "%d lines\n%r" % (len(add), r))
+        check(not r.unparsed(), "%s: every output line is a call line" % (E + name),
               "\n".join(r.unparsed()[:10]))
         bad = [c for i, c in enumerate(add)
                if c.args != [i, i % 7 + 1] or c.retint != i + i % 7 + 1]
         check(add and not bad, "%s: each tpc_add line has its arguments and return value, in "
-              "call order" % name, "first wrong: %r" % bad[:5])
+              "call order" % (E + name), "first wrong: %r" % bad[:5])
         check(add and all(c.object.startswith(obj) and c.depth == 0 for c in add),
-              "%s: object %s, depth 0" % (name, obj), add[:3])
+              "%s: object %s, depth 0" % (E + name, obj), add[:3])
         total = sum(c.retint or 0 for c in add)
         got = program_line(r.out, r"^calls (\d+) sum (\d+)$")
         check(got == (N, total), "%s: the sum of the traced return values is the program's sum"
-              % name, "traced %d, program %r" % (total, got))
+              % (E + name), "traced %d, program %r" % (total, got))
         check([c.ret for c in word] == ['"zero"', '"one"', '"two"', '"three"']
               and [c.args for c in word] == [[0], [1], [2], [3]],
-              "%s: tpc_word returns strings, shown as strings" % name, word)
+              "%s: tpc_word returns strings, shown as strings" % (E + name), word)
         pid = program_line(r.out, r"^pid (\d+)$")
         check(pid is not None and cs and all(c.tid == pid[0] for c in cs),
-              "%s: lines carry the program's tid" % name, cs[:2])
-        check(r.rc == 3 and r.err == nat.err, "%s: exit status and stderr unchanged" % name, r)
+              "%s: lines carry the program's tid" % (E + name), cs[:2])
+        check(r.rc == 3 and r.err == nat.err, "%s: exit status and stderr unchanged" % (E + name), r)
+
 done()

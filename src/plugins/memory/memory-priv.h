@@ -134,7 +134,13 @@ struct mem {
 	struct site **sites; /* sites[0] unused */
 	size_t nsites, sites_cap;
 	struct tp_hash site_index; /* hash of (pid, pcs) -> its index in sites */
-	bool lost_track;	   /* out of memory once: the report says so */
+	struct mem_thread *last;   /* the thread of the last call (a call's return is its) */
+	struct {		   /* fn_of() by name, direct-mapped by its address */
+		const char *name;
+		char text[48]; /* what it said (the address may be another name's later) */
+		enum mem_fn fn;
+	} fns[16];
+	bool lost_track; /* out of memory once: the report says so */
 };
 
 /* memcheck's leak-check heuristics (report.c). */

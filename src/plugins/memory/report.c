@@ -325,6 +325,10 @@ static bool not_a_root(struct scan *s, const struct pmap *pm)
 		return true;
 	if (!strcmp(pm->path, "[heap]"))
 		return true;
+	/* tracepad's own blocks in the program (the agent engine's rings hold copies of the
+	 * program's values), as memcheck does not scan valgrind's memory */
+	if (!strncmp(pm->path, "/memfd:tracepad-", 16))
+		return true;
 	if (!strncmp(pm->path, "/dev/", 5) && strcmp(pm->path, "/dev/zero") &&
 	    strncmp(pm->path, "/dev/shm/", 9))
 		return true;
