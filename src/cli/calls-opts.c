@@ -45,10 +45,9 @@ const char tp_cli_calls_usage[] =
     "  -o, --output FILE      write the output to FILE instead of stderr\n"
     "  --trace DIR            also record calls and returns into a CTF trace in DIR\n"
     "  --plugin NAME|PATH[:ARGS]  load a plugin (built-in: memory); repeatable\n"
-    "  --engine E             ptrace (breakpoints, the default) or agent (hooks placed\n"
-    "                         in the program by the agent: no stop a call; -e, -l, -c,\n"
-    "                         --json, --sort, -T, -s, -t, -r, --depth, --time-filter,\n"
-    "                         -p, --duration only)\n"
+    "  --engine E             ptrace (breakpoints) or agent (hooks placed in the program\n"
+    "                         by the agent: no stop a call, -S's only); without it,\n"
+    "                         the agent where it prints what ptrace would (the man page)\n"
     "  -p, --pid PID          attach to a running process and all its threads\n"
     "  --duration SECONDS     with -p: detach after SECONDS\n"
     "  -h, --help             show this help\n";

@@ -140,6 +140,8 @@ int cmd_calls(int argc, char **argv)
 
 		setvbuf(stderr, buf, _IOFBF, sizeof(buf));
 	}
+	if (!o.agent)
+		o.agent = tp_cli_agent_path(); /* the default engine may be the agent */
 	o.patterns = pats;
 	o.plugins = plugins;
 	o.callers = callers;

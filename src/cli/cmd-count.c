@@ -1,6 +1,6 @@
 /* tracepad count: count every executed instruction of a program, or of a region of it,
- * with the ptrace engine (single-stepping from the tracer) or the trapflag engine (the agent
- * steps the program from inside). */
+ * with the dbt engine (a code cache), the ptrace engine (single-stepping from the tracer) or
+ * the trapflag engine (the agent steps the program from inside). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -22,9 +22,9 @@ static const char usage_text[] =
     "\n"
     "Count every instruction the program executes, exactly.\n"
     "\n"
-    "  --engine E      ptrace (single-step from tracepad) or trapflag (the agent steps the\n"
-    "                  program from inside; default when launching) or dbt (the program\n"
-    "                  runs in a code cache; not with -p)\n"
+    "  --engine E      dbt (the program runs in a code cache; the default when\n"
+    "                  launching; not with -p), ptrace (single-step from tracepad; the\n"
+    "                  default with -p) or trapflag (the agent steps the program from inside)\n"
     "  --start SYM     count from each thread's first entry of SYM to that call's return\n"
     "  --stop SYM      ... or to the entry of SYM\n"
     "  --by KEY        histogram by mnemonic, function, object or address\n"
@@ -33,7 +33,8 @@ static const char usage_text[] =
     "  --json          write the report as one JSON object\n"
     "  -o FILE         write the report to FILE instead of stderr\n"
     "  --trace DIR     also record the results as events of a CTF trace in DIR\n"
-    "  --no-startup    trapflag: do not step the start-up before the agent takes control\n"
+    "  --no-startup    trapflag (chosen by this option when no engine is given): do not\n"
+    "                  step the start-up before the agent takes control\n"
     "  -p PID          count a running process until it exits, Ctrl-C or --duration (ptrace\n"
     "                  by default; trapflag injects the agent into it)\n"
     "  --duration S    with -p: stop counting and detach after S seconds\n"
@@ -158,8 +159,12 @@ int cmd_count(int argc, char **argv)
 		tp_cli_error("count", "--duration goes with -p");
 		return 2;
 	}
+	/* The fastest engine that does what was asked: --no-startup only means something to
+	 * the trapflag engine. */
 	if (o.engine == TP_COUNT_ENGINE_DEFAULT)
-		o.engine = o.pid ? TP_COUNT_ENGINE_PTRACE : TP_COUNT_ENGINE_TRAPFLAG;
+		o.engine = o.pid	  ? TP_COUNT_ENGINE_PTRACE
+			   : o.no_startup ? TP_COUNT_ENGINE_TRAPFLAG
+					  : TP_COUNT_ENGINE_DBT;
 	if (tp_count_init(&c, &o, &res))
 		return 1;
 	status = 2;

@@ -183,6 +183,8 @@ int main(int argc, char **argv)
 	const char *name = argc > 1 ? argv[1] : NULL;
 	const struct command *cmd;
 
+	/* before any handler of ours: the programs we launch get the signals as we got them */
+	tp_proc_save_signals();
 	tp_log_set_callback(log_to_stderr);
 	opterr = 0; /* the commands say what is wrong in one line: tp_cli_bad_option() */
 	if (!name) {
