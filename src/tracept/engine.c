@@ -88,7 +88,8 @@ static int stepping(struct session *s, struct tracepoint *tp, pid_t tid, int nes
 {
 	uint64_t slot = 0;
 	struct frame f = {.buf = s->scratch};
-	int held = 0, r = 0;
+	uint64_t held = 0;
+	int r = 0;
 
 	tp_bp_lookup(s->bps, tp->addr, NULL, &slot);
 	for (unsigned k = 1; k <= tp->spec->while_stepping;) {
@@ -109,8 +110,7 @@ static int stepping(struct session *s, struct tracepoint *tp, pid_t tid, int nes
 			/* The step ran into another tracepoint's int3: that is a hit. */
 			if (tp_proc_read(s->pid, regs.rip - 1, &b, 1) == 1 && b == TP_ARCH_INT3) {
 				tp_proc_inject_flush(s->p);
-				if (held)
-					syscall(SYS_tgkill, s->pid, tid, held);
+				tp_proc_held_resend(s->pid, tid, &held);
 				return on_hit(s, tid, &regs, nest + 1);
 			}
 		}
@@ -121,8 +121,7 @@ static int stepping(struct session *s, struct tracepoint *tp, pid_t tid, int nes
 		k++;
 	}
 	tp_proc_inject_flush(s->p);
-	if (held)
-		syscall(SYS_tgkill, s->pid, tid, held);
+	tp_proc_held_resend(s->pid, tid, &held);
 	if (r == -ESRCH)
 		return 0;
 	if (r)

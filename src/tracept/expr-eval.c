@@ -23,6 +23,38 @@ static int valid_size(unsigned sz)
 	return sz == 1 || sz == 2 || sz == 4 || sz == 8;
 }
 
+int tp_expr_reads_reg(const uint8_t *code, size_t len, unsigned reg)
+{
+	size_t pc = 0;
+
+	while (pc < len) {
+		uint8_t op = code[pc++];
+
+		switch (op) {
+		case TP_OP_END:
+			return 0;
+		case TP_OP_CONST:
+			pc += 8;
+			break;
+		case TP_OP_REG:
+			if (pc < len && code[pc] == reg)
+				return 1;
+			pc++;
+			break;
+		case TP_OP_LOAD:
+		case TP_OP_EXT:
+			pc++;
+			break;
+		case TP_OP_JZ:
+		case TP_OP_JNZ:
+		case TP_OP_JMP:
+			pc += 2;
+			break;
+		}
+	}
+	return 0;
+}
+
 int tp_expr_eval(const uint8_t *code, size_t len, const uint64_t *regs, tp_expr_read_fn read,
 		 void *arg, uint64_t *out, uint64_t *fault)
 {

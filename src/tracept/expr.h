@@ -59,6 +59,10 @@ typedef int (*tp_expr_read_fn)(void *arg, uint64_t addr, void *buf, size_t len);
 int tp_expr_eval(const uint8_t *code, size_t len, const uint64_t *regs, tp_expr_read_fn read,
 		 void *arg, uint64_t *out, uint64_t *fault);
 
+/* Whether @code (@len bytes, as tp_expr_eval takes it) reads register @reg (TP_UREG_*):
+ * the agent fills the registers it cannot copy from a pad (fs_base, gs_base) only then. */
+int tp_expr_reads_reg(const uint8_t *code, size_t len, unsigned reg);
+
 /* Index of the registers in struct user_regs_struct, as TP_OP_REG takes them. */
 enum tp_expr_reg {
 	TP_UREG_R15,

@@ -94,6 +94,18 @@ check(all(f.int("i") == 3 * k and f.int("$sp") == f.int("$rsp") and
           f.vals["*(long*)16"] == "<unavailable>" for k, f in enumerate(r.frames)),
       "copied and evaluated items agree", r.frames[:2])
 
+# The segment bases, which a pad does not save: the agent reads them when an item asks, and
+# they are what ptrace gives the int3 path (both runs without ASLR: the same addresses).
+seg = ["-t", "f if i % 3 == 0", "-a", "collect $fs_base, $gs_base, i", "--", loop, "30"]
+norand = ["setarch", "x86_64", "-R", TRACEPAD, "trace"]
+r = runlib.run(norand + ["--fast"] + seg, cls=TraceRun)
+n = runlib.run(norand + ["--normal"] + seg, cls=TraceRun)
+check(r.rc == 0 and n.rc == 0 and len(r.frames) == 10 and
+      all(f.int("$fs_base") != 0 for f in r.frames) and
+      [(f.vals["$fs_base"], f.vals["$gs_base"]) for f in r.frames] ==
+      [(f.vals["$fs_base"], f.vals["$gs_base"]) for f in n.frames],
+      "$fs_base and $gs_base: the int3 frames' values", (r.frames[:1], n.frames[:1]))
+
 # The program's own faults, with the agent's fault guard installed: its handler gets them,
 # or, without one, it dies of SIGSEGV as it would have.
 plain = subprocess.run([prog, "segv", "50"], capture_output=True, text=True).stdout

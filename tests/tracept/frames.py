@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import tempfile
 
-from tptrace import TRACEPAD, check, done, eq, target, trace
+from tptrace import TRACEPAD, check, done, eq, need_peer, target, trace
 import run as runlib
 
 prog = target("tracept-loop-O0")
@@ -79,7 +79,7 @@ d = frames(tdir, "999")
 check(d.rc == 1 and "no such frame" in d.err, "a frame number past the end: status 1", d)
 
 # babeltrace2 prints the fields by name.
-if shutil.which("babeltrace2"):
+if need_peer("babeltrace2", "babeltrace2", "babeltrace2: tracepoint_1 events with i by name"):
     b = runlib.run(["babeltrace2", tdir])
     evs = [l for l in b.out.splitlines() if "tracepoint_1:" in l]
     got = [int(re.search(r"\bi = (\d+)", l).group(1)) for l in evs]

@@ -149,6 +149,24 @@ int main(void)
 		tp_items_free(&it);
 	}
 
+	/* Which registers a program reads (the agent reads the segment bases only then): a
+	 * register index inside a constant is not a read. */
+	{
+		struct tp_code c;
+		struct tp_expr_error err;
+		int r = tp_expr_compile_cond(NULL, "$rdi == 25 && $fs_base != 0", 0, &c, &err);
+
+		ok(r == 0 && tp_expr_reads_reg(c.code, c.len, TP_UREG_FS_BASE) &&
+		       tp_expr_reads_reg(c.code, c.len, TP_UREG_RDI) &&
+		       !tp_expr_reads_reg(c.code, c.len, TP_UREG_GS_BASE) &&
+		       !tp_expr_reads_reg(c.code, c.len, TP_UREG_RAX),
+		   "reads_reg: $fs_base and $rdi, not $gs_base nor $rax");
+		r = tp_expr_compile_cond(NULL, "$rax + 21 > 0 && $gs_base", 0, &c, &err);
+		ok(r == 0 && tp_expr_reads_reg(c.code, c.len, TP_UREG_GS_BASE) &&
+		       !tp_expr_reads_reg(c.code, c.len, TP_UREG_FS_BASE),
+		   "reads_reg: $gs_base after a jump, not the constant 21 (TP_UREG_FS_BASE)");
+	}
+
 	/* The evaluator never trusts its code: malformed programs are refused. */
 	{
 		static const uint8_t no_end[] = {TP_OP_CONST, 1, 0, 0, 0, 0, 0, 0, 0};

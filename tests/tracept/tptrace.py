@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import run as runlib  # noqa: E402
-from tap import check, done, eq  # noqa: E402,F401
+from tap import check, done, eq, need_peer  # noqa: E402,F401
 
 TRACEPAD, TARGETS = runlib.tracepad_and_targets()
 FAST = "--fast" in sys.argv[2:]
