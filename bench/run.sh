@@ -10,5 +10,6 @@ python3 "$dir/trace/trace.py" "$build" || status=1
 python3 "$dir/markers/markers.py" "$build" || status=1
 python3 "$dir/tracepoints/tracepoints.py" "$build" || status=1
 python3 "$dir/calls/calls.py" "$build" || status=1
+python3 "$dir/calls/memory.py" "$build" || status=1
 python3 "$dir/dbt/dbt.py" "$build" || status=1
 exit $status

@@ -5,13 +5,12 @@ work, and the mnemonic and function histograms of the region; the program's outp
 status are unchanged.  And every engine counts a region with two cpuids exactly: in this
 VM their single-step trap comes one instruction late (docs/INTERNALS.md)."""
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tpe2e import ENGINES, Checks, count, native, target  # noqa: E402
+from tpe2e import ENGINES, Checks, cc, count, native, target  # noqa: E402
 
 c = Checks("agree")
 
@@ -121,10 +120,8 @@ main:
 .section .note.GNU-stack,"",@progbits
 """
 with tempfile.TemporaryDirectory(prefix="tp-agree-") as tmp:
-    src, exe = os.path.join(tmp, "cpuid.S"), os.path.join(tmp, "cpuid")
-    with open(src, "w") as f:
-        f.write(CPUID_S)
-    if c.ok(subprocess.run(["cc", "-o", exe, src]).returncode == 0, "cc builds cpuid"):
+    exe = cc(tmp, "cpuid.S", CPUID_S)
+    if c.ok(exe, "cc builds cpuid"):
         for engine in ENGINES + ("dbt",):
             r = count([exe], engine=engine, start="work")
             rep = c.report(r, engine + " cpuid --start work", engine,

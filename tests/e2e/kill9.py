@@ -1,13 +1,20 @@
 #!/usr/bin/env python3
 """kill -9 of tracepad (issue 14): the process the user started is SIGKILLed while it traces.
 
-- calls -p, count -p (ptrace engine) and count -p (trapflag engine) on one 4-thread program
-  (kill9: a hash, a recursion, malloc, a signal handler, each result checked), 20 cycles each:
+- calls -p (both engines), count -p (ptrace engine) and count -p (trapflag engine) on one
+  4-thread program (kill9: a hash, a recursion, malloc, a signal handler, each result checked),
+  20 cycles each (5 for calls -p choosing the agent, attached for the program's signals):
   start tracepad, SIGKILL it at work (every fifth cycle as soon as it started, maybe in the
   middle of its attach), and check each time that its tracer process (the child it forked,
   whose parent death signal ends the tracing) ended by itself, detached, with its report; that
   the program lives on, untraced, its text byte-identical to before the first cycle
   (/proc/PID/mem over its r-x mappings).  At the end the program's own checks all held.
+  The agent engine's tracer process does not ptrace the program while it drains (the agent
+  hooks it): at work once lines come; each kill ends with its pads out and its block unmapped.
+- calls --engine agent -p, its tracer process itself SIGKILLed at work, 3 times: the pads stay,
+  the agent finds tracepad gone and records nothing more, never waiting for room in a ring:
+  the program lives on, its checks hold; a later session takes the pads out (the text
+  byte-identical to before) and ends with status 0.
 - markers record -p on a program with a static tracepoint, 3 SIGKILLs: its tracer process
   ends the session by itself (the point it turned on is off again, the text byte for byte
   as before), the program lives on, untraced, and a later session records.
@@ -25,7 +32,8 @@ import time
 import shutil
 
 import tpe2e
-from tpe2e import readline, reap, sigwork_expected, text, wait_for  # noqa: E402
+from tpe2e import (maps_rings, readline, reap, ring_inodes, sigwork_expected, text,  # noqa: E402
+                   wait_for)
 
 TRACEPAD = tpe2e.TRACEPAD
 PROG = tpe2e.target("kill9")
@@ -79,6 +87,14 @@ def maps_ctl(pid):
         return False
 
 
+def hooks_mapped(pid):
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return "memfd:tracepad-hooks" in f.read()
+    except OSError:
+        return False
+
+
 def stopped_pcs(pid):
     """{tid: pc} of the threads of @pid stopped outside a system call (/proc/TID/syscall
     says "-1 SP PC"): a single-stepped thread shows a new pc at each look."""
@@ -106,6 +122,9 @@ def at_work(kind, pid, tp, out):
             return False
         if kind.startswith("count --engine trapflag"):
             return maps_ctl(pid) and set(tracers(pid)) == {0}
+        if kind.startswith("calls --engine agent"):
+            return set(tracers(pid)) == {0} and os.path.exists(out) and \
+                os.path.getsize(out) > 0
         if set(tracers(pid)) != {kids[0]}:
             return False
         if kind.startswith("calls"):
@@ -117,7 +136,10 @@ def at_work(kind, pid, tp, out):
 
 
 ATTACH = (
-    ("calls -p", ["calls", "-o", "{out}"]),
+    ("calls --engine ptrace -p", ["calls", "--engine", "ptrace", "-o", "{out}"]),
+    ("calls --engine agent -p", ["calls", "--engine", "agent", "-o", "{out}"]),
+    # without --engine: the agent (attached for the program's signals), 5 cycles
+    ("calls -e kill9:* -p", ["calls", "-e", "kill9:*", "-o", "{out}"]),
     ("count --engine ptrace -p", ["count", "--engine", "ptrace", "-o", "{out}"]),
     ("count --engine trapflag -p", ["count", "--engine", "trapflag", "-o", "{out}"]),
 )
@@ -134,8 +156,9 @@ for kind, args in ATTACH:
     wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 5, 30)
     before = text(pid)
     bad_tracer, bad_prog, reports = [], [], 0
-    for i in range(CYCLES):
-        out = os.path.join(tmp, "%s-%d" % (kind.split()[0], i))
+    cycles = CYCLES // 4 if kind == "calls -e kill9:* -p" else CYCLES
+    for i in range(cycles):
+        out = os.path.join(tmp, "%s-%d" % ("-".join(kind.split()[:3]), i))
         tp = subprocess.Popen([TRACEPAD] + [a.replace("{out}", out) for a in args] +
                               ["-p", str(pid)], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -165,13 +188,15 @@ for kind, args in ATTACH:
         time.sleep(0.05)
         alive = prog.poll() is None
         state = (tracers(pid), changed_text(before, pid)) if alive else None
-        if not alive or set(state[0]) != {0} or state[1]:
+        if alive and kind.startswith("calls") and hooks_mapped(pid):
+            state += ("its block still mapped",)
+        if not alive or set(state[0]) != {0} or state[1] or len(state) > 2:
             bad_prog.append((i, early, alive, state))
             if not alive:
                 break
     c.eq(bad_tracer, [], "%s: %d SIGKILLs of tracepad, each time its tracer process ended by "
-         "itself" % (kind, CYCLES))
-    c.eq(reports, CYCLES - CYCLES // 5,
+         "itself" % (kind, cycles))
+    c.eq(reports, cycles - cycles // 5,
          "%s: the tracer killed at work wrote its report every time" % kind)
     c.eq(bad_prog, [], "%s: after each SIGKILL the program runs on, untraced, its text "
          "byte-identical to before" % kind)
@@ -183,27 +208,53 @@ for kind, args in ATTACH:
             kind + ": the program's own checks all held at its end", (prog.returncode, rest))
 
 
+# ---- calls --engine agent -p: its tracer process killed, the agent goes on alone ----
+
+what = "calls --engine agent -p, its tracer process SIGKILLed"
+prog = subprocess.Popen([PROG], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE)
+first = readline(prog.stdout, 20)
+if c.check(first == "pid %d\n" % prog.pid, what + ": the target runs", first):
+    pid = prog.pid
+    wait_for(lambda: len(os.listdir("/proc/%d/task" % pid)) == 5, 30)
+    before = text(pid)
+    bad = []
+    for i in range(3):
+        out = os.path.join(tmp, "agent-inner-%d" % i)
+        tp = subprocess.Popen([TRACEPAD, "calls", "--engine", "agent", "-o", out, "-p", str(pid)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+        working = at_work("calls --engine agent -p", pid, tp, out)
+        time.sleep(rnd.uniform(0.02, 0.2))
+        inner = children(tp.pid)
+        if inner:
+            os.kill(inner[0], signal.SIGKILL)
+        # tracepad (its keeper, which reaps it) ends as its tracer process did
+        rc = tp.wait()
+        # the pads stay: the program runs through them, the agent records no more
+        time.sleep(0.3)
+        alive = prog.poll() is None
+        if not working or not inner or rc != -signal.SIGKILL or not alive or \
+                set(tracers(pid)) != {0}:
+            bad.append((i, working, rc, alive, tp.stderr.read().decode(errors="replace")))
+            if not alive:
+                break
+    c.eq(bad, [], what + " at work, 3 times: the program runs on, untraced")
+    r = subprocess.run([TRACEPAD, "calls", "--engine", "agent", "-o", os.path.join(tmp, "agent-end"),
+                        "--duration", "0.3", "-p", str(pid)], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=120)
+    changed = changed_text(before, pid) if prog.poll() is None else ["(exited)"]
+    c.check(r.returncode == 0 and "error" not in r.stderr and not changed and
+            not hooks_mapped(pid),
+            what + ": a later session takes every pad out, the text byte-identical to before",
+            (r.returncode, r.stderr[-300:], changed))
+    rest = prog.communicate(b"\n", timeout=120)[0].decode(errors="replace") \
+        if prog.poll() is None else prog.stdout.read().decode(errors="replace")
+    c.check(prog.returncode == 0 and rest.startswith("ok: "),
+            what + ": the program's own checks all held at its end", (prog.returncode, rest))
+
+
 # ---- markers record -p: killed, its tracer process ends the session; the program lives ----
-
-def memfd_inodes(pid):
-    out = set()
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            path = "/proc/%d/fd/%s" % (pid, fd)
-            if os.readlink(path).startswith("/memfd:tracepad-trace"):
-                out.add(os.stat(path).st_ino)
-    except OSError:
-        pass
-    return out
-
-
-def maps_inode(pid, inodes):
-    try:
-        with open("/proc/%d/maps" % pid) as f:
-            return any(len(l.split()) > 4 and int(l.split()[4]) in inodes for l in f)
-    except OSError:
-        return False
-
 
 SW_ROUNDS, SW_CYCLES = 1000, 3
 prog = subprocess.Popen([tpe2e.target("sigwork"), str(SW_ROUNDS), "4"], stdin=subprocess.DEVNULL,
@@ -221,7 +272,7 @@ if c.check(first == "ready %d\n" % prog.pid, "markers record -p: the target runs
                               stderr=subprocess.PIPE)
         # at work once the program maps the rings of tracepad's tracer process
         working = wait_for(lambda: tp.poll() is not None or
-                           any(maps_inode(pid, memfd_inodes(k)) for k in children(tp.pid)),
+                           maps_rings(pid, ring_inodes(children(tp.pid))),
                            30) and tp.poll() is None
         inner = children(tp.pid)
         time.sleep(rnd.uniform(0.02, 0.2))
@@ -262,6 +313,8 @@ LAUNCH = (
     ("calls", ["calls", "-o", "{out}"]),
     ("count --engine ptrace --start k9_hash",
      ["count", "--engine", "ptrace", "--start", "k9_hash", "-o", "{out}"]),
+    ("count --engine trapflag --start k9_hash",
+     ["count", "--engine", "trapflag", "--start", "k9_hash", "-o", "{out}"]),
     ("count --start k9_hash", ["count", "--start", "k9_hash", "-o", "{out}"]),
 )
 for kind, args in LAUNCH:
@@ -272,8 +325,9 @@ for kind, args in LAUNCH:
     first = readline(tp.stdout, 120)
     pid = int(first.split()[1]) if first.startswith("pid ") else 0
     inner = children(tp.pid)
-    if kind.startswith("count --start"):
-        # the agent steps it, with the control block: nothing ptraces it
+    if kind.startswith("count --engine trapflag") or kind.startswith("count --start"):
+        # the agent steps it, or it runs in the code cache, with the control block: nothing
+        # ptraces it
         traced = pid and wait_for(lambda: maps_ctl(pid) and set(tracers(pid)) == {0}, 30)
     else:
         traced = pid and wait_for(lambda: set(tracers(pid)) == set(inner), 30)
@@ -317,7 +371,8 @@ def ctl_state(pid):
 
 what = "count -- kill9 (trapflag engine, whole program)"
 out = os.path.join(tmp, "launch-agent")
-tp = subprocess.Popen([TRACEPAD, "count", "-o", out, "--", PROG], stdin=subprocess.PIPE,
+tp = subprocess.Popen([TRACEPAD, "count", "--engine", "trapflag", "-o", out, "--", PROG],
+                      stdin=subprocess.PIPE,
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 first = readline(tp.stdout, 120)
 pid = int(first.split()[1]) if first.startswith("pid ") else 0

@@ -5,14 +5,19 @@ its ptrace-stepped `startup` and where it took over; --start main agrees between
 engines; nothing of tracepad is counted (--by object names no tracepad or Zydis object): the
 ptrace engine maps nothing into a whole program, and the trapflag engine injects its agent at
 the program's entry point, so that the two agree on every object but the dynamic loader and
-libc, where the injection leaves a footprint of a few hundred instructions."""
+libc, where the injection leaves a footprint of a few hundred instructions.  The default
+engine (dbt) counts /bin/true exactly as the ptrace engine, with nothing of tracepad; the
+trapflag engine's footprint is smaller than what valgrind lackey sees an empty LD_PRELOAD
+cost (issue 15: tracepad's own work is never counted)."""
 import os
+import re
 import shutil
+import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tpe2e import ENGINES, Checks, count, native  # noqa: E402
+from tpe2e import ENGINES, TARGETS, Checks, count, native  # noqa: E402
 
 c = Checks("real")
 
@@ -82,6 +87,49 @@ def agree_but_injection(trap, ptr, what):
 
 if len(whole) == 2:
     agree_but_injection(whole["trapflag"], whole["ptrace"], "/bin/true whole program")
+
+
+
+def lackey_count(env):
+    """valgrind lackey's guest instructions of /bin/true under env (None: valgrind missing).
+    Under load lackey sometimes counts a few more: the least of three runs."""
+    vg = shutil.which("valgrind")
+    if not vg:
+        return None
+    got = []
+    for _ in range(3):
+        p = subprocess.run([vg, "--tool=lackey", "--vex-guest-chase=no", true],
+                           capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, **env))
+        m = re.search(r"guest instrs:\s+([\d,]+)", p.stderr)
+        if m:
+            got.append(int(m.group(1).replace(",", "")))
+    return min(got) if got else None
+
+
+# The default engine when launching is dbt: nothing of tracepad is counted, the total is the
+# ptrace engine's exactly.
+what = "default engine /bin/true whole program --by object"
+r = count([true], by="object")
+rep = c.report(r, what, "dbt", None)
+c.same_as_native(r, native([true]), what)
+if rep:
+    no_agent_objects(rep, what)
+    if "ptrace" in whole:
+        c.eq(rep["instructions"], whole["ptrace"]["instructions"],
+             what + ": total equals the ptrace engine's (no footprint)")
+# What an empty preload costs, as lackey sees it, bounds the trapflag engine's footprint.
+empty = os.path.join(TARGETS, "libemptypreload.so")
+plain, preloaded = lackey_count({}), lackey_count({"LD_PRELOAD": empty})
+if plain is None or preloaded is None:
+    c.ok(False, "valgrind lackey counts /bin/true with and without an empty preload",
+         (plain, preloaded))
+elif len(whole) == 2:
+    cost = preloaded - plain
+    c.ok(cost > 0, "an empty LD_PRELOAD costs /bin/true instructions under lackey", cost)
+    foot = whole["trapflag"]["instructions"] - whole["ptrace"]["instructions"]
+    c.ok(0 <= foot < cost, "trapflag's footprint on /bin/true (%d) is less than an empty "
+         "preload's (%d)" % (foot, cost))
 
 # /bin/ls / under trapflag: the output is unchanged.
 argv = [ls, "/"]

@@ -6,6 +6,7 @@ Environment: TRACEPAD (the CLI), TP_TARGETS or argv[1] (the built targets' direc
 import json
 import os
 import select
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +38,16 @@ class Run(runlib.Run):
 
     def __repr__(self):
         return "rc=%r stdout=%r stderr=%r" % (self.rc, self.out[-300:], self.err[-300:])
+
+
+def cc(tmp, src_name, text, *flags, out=None, compiler="cc"):
+    """@text written to @tmp/@src_name and built by @compiler with @flags into @tmp/@out (by
+    default the source's name without its extension): that path, or None when it fails."""
+    src = os.path.join(tmp, src_name)
+    exe = os.path.join(tmp, out) if out else os.path.splitext(src)[0]
+    with open(src, "w") as f:
+        f.write(text)
+    return exe if subprocess.run([compiler, *flags, "-o", exe, src]).returncode == 0 else None
 
 
 def _run(argv, timeout, env=None):
@@ -218,6 +229,29 @@ def text(pid):
     return out
 
 
+def ring_inodes(pids):
+    """The inodes of the memfd:tracepad-trace descriptors that @pids hold (the rings)."""
+    out = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % pid):
+                path = "/proc/%d/fd/%s" % (pid, fd)
+                if os.readlink(path).startswith("/memfd:tracepad-trace"):
+                    out.add(os.stat(path).st_ino)
+        except OSError:
+            pass
+    return out
+
+
+def maps_rings(pid, inodes):
+    """Has @pid mapped one of the files of @inodes (ring_inodes())?"""
+    try:
+        with open("/proc/%d/maps" % pid) as f:
+            return any(len(ln.split()) > 5 and int(ln.split()[4]) in inodes for ln in f)
+    except OSError:
+        return False
+
+
 def sigwork_expected(rounds, threads):
     """The line targets/sigwork prints at its end for @rounds rounds of @threads threads."""
     s = 0
@@ -230,14 +264,16 @@ def sigwork_expected(rounds, threads):
 
 # A loop of 40 M iterations under a 100 us SIGPROF timer whose handler is 2 instructions
 # (then glibc's 2-instruction restorer): count - 4 * ticks is the same however often and
-# wherever the handler interrupted it (the dbt tests, with and without --by).  Build with
-# cc -O2 -no-pie.
+# wherever the handler interrupted it (the dbt tests, with and without --by).  ticks is
+# printed in 16 hex digits by a loop of its own, whatever its value (printf's %lu runs a
+# loop a digit: 9 ticks and 10 differed by 19 instructions).  Build with cc -O2 -no-pie.
 TICKS_C = r"""
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 volatile unsigned long ticks;
+char digits[17];
 void on_prof(int sig);
 __asm__(".globl on_prof\n on_prof: incq ticks(%rip)\n ret\n");
 int main(void)
@@ -255,7 +291,9 @@ int main(void)
 		h = (h ^ (i & 255)) * 1099511628211ul;
 	memset(&it, 0, sizeof(it));
 	setitimer(ITIMER_PROF, &it, NULL);
-	printf("%lu %lx\n", ticks, h);
+	for (int k = 0; k < 16; k++)
+		digits[k] = "0123456789abcdef"[(ticks >> (60 - 4 * k)) & 15];
+	printf("%s %lx\n", digits, h);
 	return 0;
 }
 """

@@ -7,13 +7,12 @@ names are refused in one line."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import check, done  # noqa: E402
+from tap import check, done, need_peer  # noqa: E402
 
 tp = os.environ["TRACEPAD"]
 target = sys.argv[1]
@@ -65,7 +64,7 @@ for fields, want in cases:
     texts = {k: [e.get("text") for e in v] for k, v in seen.items()}
     check(texts == {k: [f(i) for i in range(3)] for k, f in TEXT.items()},
           what + ": the texts unchanged", texts)
-    if shutil.which("babeltrace2"):
+    if need_peer("babeltrace2", "babeltrace2", what + ": babeltrace2's field names"):
         b = subprocess.run(["babeltrace2", d], capture_output=True, text=True, timeout=30)
         bt = {}
         for ln in b.stdout.splitlines():

@@ -5,13 +5,12 @@ tracepad dump and babeltrace2 read them; the formatted text is unchanged."""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-from tap import check, done  # noqa: E402
+from tap import check, done, need_peer  # noqa: E402
 
 tp = os.environ["TRACEPAD"]
 target = sys.argv[1]
@@ -40,7 +39,7 @@ for cls, (names, vals, text) in want.items():
     texts = [e.get("text") for e in es]
     check(texts == [text % tuple(vals(i)[:text.count("%d")]) if "%" in text else text
                     for i in range(3)], "dump: %s's text is its format applied" % cls, texts)
-if shutil.which("babeltrace2"):
+if need_peer("babeltrace2", "babeltrace2", "babeltrace2: the fields' names"):
     b = subprocess.run(["babeltrace2", d], capture_output=True, text=True, timeout=30)
     bt = {}
     for ln in b.stdout.splitlines():

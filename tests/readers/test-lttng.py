@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""tracepad dump and report on a real LTTng-UST 2.13 trace (tests/readers/lttng/trace, written
-by lttng/prog.c under an LTTng session: packetized metadata, enumeration and variant event
-headers, bit-field-free large headers, text arrays, enums, discarded events).  Every event is
-checked against the values the program recorded and against babeltrace2's timestamps.
+"""tracepad dump, report and export on a real LTTng-UST 2.13 trace (tests/readers/lttng/trace,
+written by lttng/prog.c under an LTTng session: packetized metadata, enumeration and variant
+event headers, bit-field-free large headers, text arrays, enums, discarded events).  Every
+event is checked against the values the program recorded and against babeltrace2's
+timestamps; export in each format: chrome has babeltrace2's events (names, times, ids) with
+the recorded values, folded refuses a trace without function events and leaves an existing
+output as it was.
 Usage: test-lttng.py TRACE_DIR  (TAP on stdout)"""
 import json
 import os
@@ -10,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from tap import bail, check as ok, done  # noqa: E402
@@ -129,5 +133,68 @@ except ValueError:
     rep = {}
 ok(p.returncode == 0 and rep.get("events") == 337 and rep.get("discarded") == 63,
    "report counts 337 events and 63 discarded, as babeltrace2 warns", p.stdout[:400] + p.stderr)
+
+# export, chrome (the default, and by name; to stdout and to -o): the trace has no function
+# entries or exits, so every event is an instant event, babeltrace2's events in its order.
+def hexed(e):
+    """The recorded values as export's args: base-16 integers as "0x..." strings."""
+    want = expected(e["name"], e["fields"])
+    if "s64hex" in want:
+        want["s64hex"] = "0x%x" % want["s64hex"]
+    return want
+
+
+with tempfile.TemporaryDirectory(prefix="tp-lttng-export-") as tmp:
+    for opts in ([], ["--format", "chrome"], ["--format", "chrome", "-o", "out.json"]):
+        what = "export " + " ".join(opts or ["(default format)"])
+        p = subprocess.run([TP, "export", *opts, TRACE], capture_output=True, text=True,
+                           env=ENV, cwd=tmp)
+        text = p.stdout
+        if "-o" in opts:
+            text = open(os.path.join(tmp, "out.json")).read() if p.stdout == "" else ""
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = {}
+        evs = doc.get("traceEvents", [])
+        ok(p.returncode == 0 and len(evs) == len(bt) == 337,
+           f"{what}: as many events as babeltrace2 (337)",
+           f"rc {p.returncode}, export {len(evs)}, babeltrace2 {len(bt)}: {p.stderr}")
+        ok(re.search(r"discarded 63 events", p.stderr) and
+           doc.get("otherData", {}).get("discarded") == 63 and
+           doc.get("otherData", {}).get("events") == 337 and doc["otherData"].get("calls") == 0,
+           f"{what}: warns of and counts the 63 events LTTng discarded, 337 events, no call",
+           f"{p.stderr} {doc.get('otherData')}")
+        bad = []
+        for i, (x, e, line) in enumerate(zip(evs, events, bt)):
+            m = re.match(r"\[\d+\.\d{9}\] \(\S+\) \S+ (\S+): .*vpid = (\d+), vtid = (\d+)", line)
+            got = (x.get("ph"), x.get("s"), x.get("name"), x.get("pid"), x.get("tid"),
+                   x.get("ts"))
+            want = ("i", "t", m and m.group(1), m and int(m.group(2)), m and int(m.group(3)),
+                    round((e["ts"] - t0) / 1000, 3))
+            if got != want:
+                bad.append((i, got, want))
+        ok(not bad, f"{what}: each an instant event with babeltrace2's name, vpid and vtid, "
+           "in its order, at its time in us from the first event", bad[:3])
+        bad = [(x["name"], x.get("args"), hexed(e)) for x, e in zip(evs, events)
+               if x.get("args") != hexed(e)]
+        ok(evs and not bad, f"{what}: every event's args are the values the program recorded "
+           "(hex integers as 0x strings)", bad[:3])
+
+    # folded: no function events, no stacks: one line of error, status 2, and an existing
+    # output file left as it was.
+    out = os.path.join(tmp, "old.folded")
+    with open(out, "w") as f:
+        f.write("main 1\n")
+    for opts in (["--format", "folded"], ["--format", "folded", "-o", out]):
+        p = subprocess.run([TP, "export", *opts, TRACE], capture_output=True, text=True,
+                           env=ENV)
+        errs = [ln for ln in p.stderr.splitlines() if "warning" not in ln]
+        ok(p.returncode == 2 and p.stdout == "" and len(errs) == 1 and
+           "no func_entry/func_exit events" in errs[0],
+           f"export {' '.join(opts)}: a trace without function events is refused in one line",
+           f"rc {p.returncode} stdout {p.stdout[:200]!r} stderr {p.stderr!r}")
+    ok(open(out).read() == "main 1\n", "export --format folded -o FILE: an existing FILE is "
+       "left as it was after the refusal")
 
 done()

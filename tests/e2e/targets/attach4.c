@@ -1,8 +1,8 @@
-/* e2e target for `count --engine trapflag -p`: prints "pid N", then 4 threads work until a
- * line (or EOF) comes on stdin, checking their own results all along: two recompute a
- * deterministic hash and compare it with the one computed before anyone attached, one
- * allocates and frees (malloc's locks), one sleeps and signals itself (SIGUSR1 handler,
- * counted).  At the end it prints what it checked and exits 0 only if every check held.
+/* e2e target for `count --engine trapflag -p`: 4 threads work, and once each has done a round
+ * it prints "pid N"; they go on until a line (or EOF) comes on stdin, checking their own
+ * results all along: two recompute a deterministic hash and compare it with the one computed before
+ * anyone attached, one allocates and frees (malloc's locks), one sleeps and signals itself (SIGUSR1
+ * handler, counted).  At the end it prints what it checked and exits 0 only if every check held.
  * Usage: attach4 */
 #include <pthread.h>
 #include <signal.h>
@@ -90,6 +90,11 @@ int main(void)
 			fprintf(stderr, "attach4: pthread_create failed\n");
 			return 1;
 		}
+	/* Every thread has done a round (thread 2 its first malloc, which maps its arena)
+	 * before anyone reads this process's mappings. */
+	for (int i = 0; i < NTHREADS; i++)
+		while (!__atomic_load_n(&attach4_rounds[i], __ATOMIC_RELAXED))
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
 	printf("pid %d\n", (int)getpid());
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
