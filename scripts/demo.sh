@@ -1,5 +1,5 @@
 #!/bin/sh
-# `make demo`: tracepad's main jobs on the bundled example: count with both engines, calls.
+# `make demo`: tracepad's main jobs on the bundled example: count with its three engines, calls.
 set -eu
 build=${1:-build}
 tp="$build/src/cli/tracepad"
@@ -7,14 +7,17 @@ demo="$build/examples/demo"
 echo "== the example, natively"
 "$demo"
 echo
+echo "== tracepad count --start sieve --by mnemonic --top 10 -- $demo   (the dbt engine: a code cache)"
+"$tp" count --start sieve --by mnemonic --top 10 -- "$demo"
+echo
 echo "== tracepad count --engine trapflag --start sieve --by mnemonic --top 10 -- $demo"
 "$tp" count --engine trapflag --start sieve --by mnemonic --top 10 -- "$demo"
 echo
 echo "== tracepad count --engine ptrace --start sieve --by mnemonic --top 10 -- $demo"
 "$tp" count --engine ptrace --start sieve --by mnemonic --top 10 -- "$demo"
 echo
-echo "== tracepad count --by function --top 8 -- /bin/true   (whole program; the start-up is stepped by ptrace)"
-"$tp" count --by function --top 8 -- /bin/true
+echo "== tracepad count --by function --top 8 -- python3 -c pass   (whole program, from the loader's first instruction)"
+"$tp" count --by function --top 8 -- /usr/bin/python3 -c pass
 echo
 echo "== tracepad calls -T -- $demo   (its functions and the library calls it makes)"
 "$tp" calls -T -- "$demo"

@@ -10,9 +10,10 @@ libpython3.11-testsuite gdb"
 # and the peers' options with them);
 # libpython3.11-testsuite: CPython's own tests run under the dbt engine (tests/e2e);
 # libc6-dbg: count names ld.so's and libc's functions from their debug files (tests/cli);
-# gdb: tracepad debug's sessions are compared with native gdb's (tests/debug)
+# gdb: tracepad debug's sessions are compared with native gdb's (tests/debug);
+# bench only: LTTng-UST, gdbserver (tracepoints) and qemu-user (bench/dbt's qemu-x86_64 rows)
 if [ "${1:-build}" = bench ]; then
-	pkgs="$pkgs liblttng-ust-dev lttng-tools gdbserver"
+	pkgs="$pkgs liblttng-ust-dev lttng-tools gdbserver qemu-user"
 fi
 missing=""
 for p in $pkgs; do
