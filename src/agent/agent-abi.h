@@ -48,6 +48,9 @@ struct tp_agent_thread {
 	int32_t tid;
 	uint32_t flags;
 	uint64_t count;
+	/* the dbt runtime's block of the thread while it runs in this image (0: none): an
+	 * interrupted tracepad reads there what the thread counted since its last flush */
+	uint64_t block;
 	uint64_t mnemonic[TP_AGENT_MNEMONICS];
 };
 

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,8 +227,13 @@ static int follow_exec(struct tp_count_ctx *c, struct area *ar, struct tp_dbt_ta
 	struct tp_agent_ctl *ctl = c->ctl;
 	struct tp_proc *p;
 	struct tp_event ev;
+	struct tp_agent_thread *th = (void *)((char *)ctl + ctl->threads_off);
 	int err = tp_proc_attach(c->pid, TP_PROC_TRACE_EXEC, &p);
 
+	/* the runtime flushed every count before it asked: the image's blocks go with it (a
+	 * new image's runtime makes its blocks at the same addresses) */
+	for (uint32_t i = 0; i < ctl->nthreads && i < ctl->max_threads; i++)
+		__atomic_store_n(&th[i].block, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&ctl->exec_ack, err ? -1 : tid, __ATOMIC_RELEASE);
 	futex_wake(&ctl->exec_ack);
 	if (err) {
@@ -300,7 +306,24 @@ out:
 	}
 }
 
-static void collect(struct tp_count_ctx *c)
+/* What a thread still running in the cache counted since its last flush, read from its
+ * block in the program (0 when it cannot be read, or is no longer a block there). */
+static uint64_t unflushed(pid_t pid, uint64_t block)
+{
+	uint64_t b[TP_DBT_T_FLUSHED / 8 + 1], n = 0;
+	struct iovec here = {b, sizeof(b)}, there = {(void *)(uintptr_t)block, sizeof(b)};
+
+	if (!block || process_vm_readv(pid, &here, 1, &there, 1, 0) != (ssize_t)sizeof(b) ||
+	    b[TP_DBT_T_SELF / 8] != block)
+		return 0;
+	for (int k = 0; k < TP_DBT_NCELLS; k++)
+		n += b[TP_DBT_CELL_OFF(k) / 8];
+	return n > b[TP_DBT_T_FLUSHED / 8] ? n - b[TP_DBT_T_FLUSHED / 8] : 0;
+}
+
+/* The counts the threads flushed into the control block; with @running (tracepad leaves a
+ * program that goes on), those of the threads still running too, as far as they are. */
+static void collect(struct tp_count_ctx *c, bool running)
 {
 	struct tp_agent_ctl *ctl = c->ctl;
 	struct tp_count_result *r = c->r;
@@ -311,10 +334,14 @@ static void collect(struct tp_count_ctx *c)
 	if (n > ctl->max_threads)
 		n = ctl->max_threads;
 	for (uint32_t i = 0; i < n; i++) {
-		if (!th[i].count)
+		uint64_t k = __atomic_load_n(&th[i].count, __ATOMIC_ACQUIRE);
+
+		if (running)
+			k += unflushed(c->pid, __atomic_load_n(&th[i].block, __ATOMIC_ACQUIRE));
+		if (!k)
 			continue;
-		tp_count_add_thread(r, th[i].tid, th[i].count);
-		r->total += th[i].count;
+		tp_count_add_thread(r, th[i].tid, k);
+		r->total += k;
 	}
 	r->overflow = ctl->overflow_count;
 	r->total += r->overflow;
@@ -439,15 +466,18 @@ int tp_count_run_dbt(struct tp_count_ctx *c)
 	if (err)
 		goto out;
 	if (!ended) {
+		/* with block tables, what a running thread counted is in its own counters (and
+		 * the tables) until it flushes them: only a plain count reads it so far */
 		r->detached = true;
-		snprintf(r->warning, sizeof(r->warning),
-			 "interrupted: the threads still running were not counted");
+		snprintf(r->warning, sizeof(r->warning), "%s",
+			 ar.a ? "interrupted: the threads still running were not counted"
+			      : "interrupted: the threads still running are counted up to here");
 	} else {
 		r->wait_status = st;
 		r->exited = true;
 	}
 	r->seconds = tp_count_now() - t0;
-	collect(c);
+	collect(c, !ended && !ar.a);
 	if (ar.a) {
 		area_collect(c, &ar);
 		maps_collect(c);

@@ -29,18 +29,19 @@
 #define TP_DBT_T_NEXT 24    /* cache address an exit jumps to */
 #define TP_DBT_T_IBL_RCX 32 /* rcx and rdx while an indirect branch is looked up */
 #define TP_DBT_T_IBL_RDX 40
-#define TP_DBT_T_ARG 48	   /* why the gate was entered (TP_DBT_GATE_*) */
-#define TP_DBT_T_DIRECT 56 /* entry: unlinked direct exit, rax = its stub */
-#define TP_DBT_T_IBL 64	   /* entry: indirect branch lookup, rax = program target */
-#define TP_DBT_T_GATE 72   /* entry: the gate, rax = cache address to come back to */
-#define TP_DBT_T_TABLE 80  /* the indirect branch table: {pc, cache} * TP_DBT_IBL_SIZE */
-#define TP_DBT_T_RDX 88	   /* second scratch */
-#define TP_DBT_T_SELF 96   /* the block's own address */
-#define TP_DBT_T_MISS 104  /* entry: an inline lookup missed, rax = program target */
-#define TP_DBT_T_STACK 112 /* top of the thread's runtime stack, where its C code runs */
-#define TP_DBT_T_FRAME 120 /* the program's registers as the last entry into C pushed them */
-#define TP_DBT_T_CELLS 128 /* the count's other cells (below) */
-#define TP_DBT_T_PRSP 248  /* the program's rsp while an entry into C switches stacks */
+#define TP_DBT_T_ARG 48	     /* why the gate was entered (TP_DBT_GATE_*) */
+#define TP_DBT_T_DIRECT 56   /* entry: unlinked direct exit, rax = its stub */
+#define TP_DBT_T_IBL 64	     /* entry: indirect branch lookup, rax = program target */
+#define TP_DBT_T_GATE 72     /* entry: the gate, rax = cache address to come back to */
+#define TP_DBT_T_TABLE 80    /* the indirect branch table: {pc, cache} * TP_DBT_IBL_SIZE */
+#define TP_DBT_T_RDX 88	     /* second scratch */
+#define TP_DBT_T_SELF 96     /* the block's own address */
+#define TP_DBT_T_MISS 104    /* entry: an inline lookup missed, rax = program target */
+#define TP_DBT_T_STACK 112   /* top of the thread's runtime stack, where its C code runs */
+#define TP_DBT_T_FRAME 120   /* the program's registers as the last entry into C pushed them */
+#define TP_DBT_T_CELLS 128   /* the count's other cells (below) */
+#define TP_DBT_T_PRSP 248    /* the program's rsp while an entry into C switches stacks */
+#define TP_DBT_T_FLUSHED 256 /* the part of the count already in the control block */
 #define TP_DBT_T_STACK_SIZE 0x10000ull
 #define TP_DBT_T_SIZE (TP_DBT_T_PRSP + 8)
 

@@ -246,6 +246,8 @@ static struct tp_agent_thread *slot_of(struct tp_agent_ctl *ctl, struct tp_dbt_t
 		__atomic_or_fetch(&ctl->state, TP_AGENT_ST_THREADS_FULL, __ATOMIC_RELAXED);
 		return NULL;
 	}
+	th[t->slot - 1].tid = t->tid;
+	th[t->slot - 1].block = (uint64_t)(uintptr_t)t;
 	return &th[t->slot - 1];
 }
 
@@ -266,7 +268,6 @@ void tp_dbt_flush(struct tp_dbt_thread *t)
 		__atomic_add_fetch(&ctl->overflow_count, n, __ATOMIC_RELEASE);
 		return;
 	}
-	th->tid = t->tid;
 	__atomic_add_fetch(&th->count, n, __ATOMIC_RELEASE);
 }
 
@@ -293,6 +294,10 @@ void tp_dbt_flush_all(void)
 _Static_assert(THREAD_BLOCK == TP_DBT_T_TABLE_AT,
 	       "the lookup finds the table at %gs:TP_DBT_T_TABLE_AT");
 _Static_assert(offsetof(struct tp_dbt_thread, cells) == TP_DBT_T_CELLS, "the count's cells");
+_Static_assert(offsetof(struct tp_dbt_thread, count) == TP_DBT_T_COUNT &&
+		   offsetof(struct tp_dbt_thread, self) == TP_DBT_T_SELF &&
+		   offsetof(struct tp_dbt_thread, flushed) == TP_DBT_T_FLUSHED,
+	       "what an interrupted tracepad reads of a thread's block");
 #define THREAD_ALT (4096 + TP_DBT_ALT_SIZE) /* a guard page, then the alternate stack */
 const uint64_t tp_dbt_client_tls_at = THREAD_BLOCK + THREAD_TABLE; /* clients' data */
 
@@ -346,6 +351,8 @@ void tp_dbt_thread_start(struct tp_dbt_thread *t)
 {
 	tp_raw2(SYS_arch_prctl, ARCH_SET_GS, t);
 	t->tid = (int32_t)tp_dbt_gettid();
+	if (!t->forked)
+		tp_dbt_slot(t); /* its tid beside its block */
 	/* a thread starts without an alternate stack, a process keeps its parent's */
 	tp_dbt_sig_thread(t, t->forked ? &t->prog_ss : NULL);
 	if (t->forked) {
