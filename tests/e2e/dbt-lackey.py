@@ -8,7 +8,8 @@ the two runs are taken away (docs/INTERNALS.md, "The code cache", "Against valgr
   rep-movsb/stosb thresholds.  Both runs get the same GLIBC_TUNABLES: every feature that
   picks a variant above SSE2 masked (AVX-512, AVX2, fast unaligned AVX loads: on a host
   with RTM glibc takes the *_rtm variants, two instructions more a call than valgrind's,
-  and without RTM but with AVX-512 it prefers SSE2 to AVX), and the memcpy/memset
+  and without RTM but with AVX-512 it prefers SSE2 to AVX; an AMD host lacks valgrind's
+  Fast_Unaligned_Copy, set for both, and took memcpy's SSSE3 variant), and the memcpy/memset
   thresholds that decide between vector loops, rep strings and non-temporal stores, and
   the cache sizes, set to the same values.
 - VEX counts a rep-prefixed string instruction of count N >= 1 as N + 1 (the final check of
@@ -39,7 +40,7 @@ VALGRIND = shutil.which("valgrind")
 # The same glibc choices under both: see the docstring.
 TUNABLES = ":".join([
     "glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-AVX2,"
-    "-AVX_Fast_Unaligned_Load",
+    "-AVX_Fast_Unaligned_Load,Fast_Unaligned_Copy",
     "glibc.cpu.x86_rep_movsb_threshold=0xffffffffffffffff",
     "glibc.cpu.x86_rep_stosb_threshold=0xffffffffffffffff",
     "glibc.cpu.x86_non_temporal_threshold=0x200000",

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char *self;
@@ -62,7 +63,12 @@ static int fail(void)
 
 static void *exec_thread(void *arg)
 {
+	/* the first thread's way from pthread_create to pause, counted, done by then (its
+	 * instructions must not depend on when the exec kills it) */
+	struct timespec ts = {0, 200 * 1000 * 1000};
+
 	(void)arg;
+	nanosleep(&ts, NULL);
 	execl("/bin/echo", "echo", "from a second thread", (char *)NULL);
 	perror("execself: execl");
 	exit(1);
