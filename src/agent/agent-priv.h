@@ -32,6 +32,7 @@ struct tp_tstate {
 	uint64_t hidden_ret, hidden_sp;
 	uint64_t pending; /* an instruction that ran without a trap of its own (after a syscall) */
 	uint64_t late;	  /* the one after a TP_INSN_F_LATE_STEP (cpuid): it may run untrapped */
+	uint64_t last_step; /* the pc at its last step's trap */
 	uint8_t prod_state; /* 0: no ring yet, 1: prod is this thread's ring, 2: none to be had */
 	uint16_t polls;	    /* traps since tracepad was last looked for (attach) */
 	struct tp_trace_producer prod;

@@ -505,6 +505,17 @@ static int icebp_trap(const siginfo_t *si, uint64_t pc)
 	       in.len == 1 && in.kind == TP_INSN_INT;
 }
 
+/* Some virtual machines (KVM on AMD) report an icebp as a fault, at the icebp: the thread
+ * is still at the pc of its last step's trap, and the instruction there is an icebp. */
+static int icebp_fault(uint64_t pc)
+{
+	struct tp_insn in;
+	uint8_t b;
+
+	return pc == tp_tstate()->last_step && !tp_rt_mem_read(pc, &b, 1) &&
+	       !tp_arch_decode(&b, 1, pc, &in) && in.len == 1 && in.kind == TP_INSN_INT;
+}
+
 /* A debug trap whose DR6 names no cause reaches us as TRAP_BRKPT, as if the program had run
  * an icebp: some virtual machines report TF steps that way now and then (issue 14: gzip died
  * of SIGTRAP under the stepper).  It is a step when the kernel made it here (si_addr is the
@@ -515,7 +526,7 @@ static int step_without_bs(const siginfo_t *si, const greg_t *g)
 
 	if (!(g[REG_EFL] & TP_EFLAGS_TF) || (uint64_t)(uintptr_t)si->si_addr != pc)
 		return 0;
-	return !icebp_trap(si, pc);
+	return !icebp_trap(si, pc) && !icebp_fault(pc);
 }
 
 /* The stepper's client of the SIGTRAP dispatcher: TF traps and its breakpoints.  The kernel
@@ -538,6 +549,7 @@ static int trap_busy(siginfo_t *si, ucontext_t *uc, int live)
 			return 1;
 		}
 		step(tp_tstate(), uc);
+		tp_tstate()->last_step = (uint64_t)g[REG_RIP];
 		return 1;
 	}
 	if (si->si_code == SI_KERNEL) {
@@ -649,6 +661,9 @@ static void host_trap_fatal(const siginfo_t *si, const ucontext_t *uc)
 			ctl->fatal_readable = readable;
 		}
 		__atomic_add_fetch(&ctl->fatal_traps, 1, __ATOMIC_RELEASE);
+		/* an icebp reported as a fault did not run: its step's trap counted it */
+		if (si->si_code == TRAP_BRKPT && icebp_fault(pc))
+			uncount_pc(tp_tstate(), pc);
 	}
 	tp_agent_busy_exit();
 }

@@ -481,7 +481,7 @@ static int on_step(struct engine *e, struct pthread *t, struct tp_event *ev)
 /* A stop that src/proc took for our step but that is a SIGTRAP of the program's own: one it
  * queued itself (rt_tgsigqueueinfo) with si_code TRAP_TRACE or TRAP_BRKPT, whose si_addr is
  * not where the thread stopped (the kernel reports a step at the pc it stopped at), or the
- * trap of an icebp it ran (TRAP_BRKPT just past a 1-byte trapping instruction).  The
+ * trap of an icebp it ran (TRAP_BRKPT just past a 1-byte trapping instruction, or at it).  The
  * registers are read only where the next pc was not predicted (where on_step reads them
  * anyway): a predicted step reports that pc. */
 static bool step_is_theirs(struct pthread *t, const struct tp_event *ev)
@@ -497,8 +497,9 @@ static bool step_is_theirs(struct pthread *t, const struct tp_event *ev)
 		return false;
 	if (addr != regs.rip)
 		return true;
+	/* some virtual machines (KVM on AMD) report an icebp as a fault, at the icebp */
 	return ev->si.si_code == TRAP_BRKPT && t->last_pc != NO_PC && t->last_kind == TP_INSN_INT &&
-	       regs.rip == t->last_pc + 1;
+	       (regs.rip == t->last_pc + 1 || regs.rip == t->last_pc);
 }
 
 /* A syscall run by tp_cpt_step() to its exit: its entry stop, then its exit stop, where it has run.
