@@ -781,6 +781,7 @@ int tp_calls_agent_leave(struct session *s, struct agent *a)
 	tp_calls_agent_unguard(a);
 	tp_proc_detach(s->p);
 	s->p = NULL;
+	tp_proc_guard_detached(0);
 	return r == -ESRCH ? 0 : r;
 }
 
@@ -894,6 +895,7 @@ int tp_calls_agent_run(struct session *s)
 	/* no ptrace stop from here on: the program runs, the rings are drained */
 	tp_proc_detach(s->p);
 	s->p = NULL;
+	tp_proc_guard_detached(pid);
 	if (!s->launched)
 		pfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	if (s->o->pid && s->o->duration > 0)

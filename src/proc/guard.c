@@ -5,7 +5,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +29,15 @@ static const char *guard_who;
 static tp_proc_guard_fn guard_restore;
 static void *guard_arg;
 static volatile sig_atomic_t guard_armed;
+static volatile pid_t guard_detached;
+/* the threads a crash seized again (tp_proc_guard_detached), each with the signal its stop
+ * holds back */
+#define SEIZED_MAX 4096
+static pid_t seized[SEIZED_MAX];
+static int seized_sig[SEIZED_MAX];
 volatile sig_atomic_t tp_proc_guard_running;
+struct tp_proc_inflight tp_proc_inflight[TP_PROC_INFLIGHT_MAX];
+volatile int tp_proc_ninflight;
 long tp_proc_guard_crash_after; /* TRACEPAD_TEST_CRASH: fault at this event (0: never) */
 
 void tp_proc_guard_track(struct tp_proc *p)
@@ -172,6 +182,117 @@ bool tp_proc_guard_trapped(pid_t tid)
 	return t && t->trapped;
 }
 
+void tp_proc_inflight_push(pid_t pid, pid_t tid, const struct user_regs_struct *regs, uint64_t at,
+			   const uint8_t *orig, unsigned norig)
+{
+	struct tp_proc_inflight *f;
+
+	if (tp_proc_ninflight == TP_PROC_INFLIGHT_MAX) {
+		tp_proc_ninflight++; /* popped as well; not restored (none nests this deep) */
+		return;
+	}
+	f = &tp_proc_inflight[tp_proc_ninflight];
+	*f = (struct tp_proc_inflight){.pid = pid, .tid = tid, .has_regs = regs != NULL, .at = at};
+	if (regs)
+		f->regs = *regs;
+	if (norig)
+		memcpy(f->orig, orig, norig < sizeof(f->orig) ? norig : sizeof(f->orig));
+	f->norig = norig < sizeof(f->orig) ? norig : sizeof(f->orig);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tp_proc_ninflight++;
+}
+
+void tp_proc_inflight_pop(void)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	tp_proc_ninflight--;
+}
+
+void tp_proc_guard_detached(pid_t pid)
+{
+	guard_detached = pid;
+}
+
+/* "/proc/@pid/task" into @buf, without stdio. */
+static void task_dir(char *buf, pid_t pid)
+{
+	char digits[16];
+	int n = 0;
+
+	do
+		digits[n++] = (char)('0' + pid % 10);
+	while ((pid /= 10) && n < 15);
+	memcpy(buf, "/proc/", 6);
+	buf += 6;
+	while (n)
+		*buf++ = digits[--n];
+	memcpy(buf, "/task", 6);
+}
+
+/* Seize every thread of @pid not seized yet and wait until each is stopped; the number
+ * seized now, from @n on. */
+static int seize_round(pid_t pid, int n)
+{
+	char path[32], buf[4096];
+	int fd, first = n;
+	long len;
+
+	task_dir(path, pid);
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return n;
+	while ((len = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < len;) {
+			struct tp_dirent {
+				uint64_t ino;
+				int64_t off;
+				unsigned short reclen;
+				unsigned char type;
+				char name[];
+			} *d = (struct tp_dirent *)(buf + off);
+			pid_t tid = (pid_t)strtol(d->name, NULL, 10);
+			int i;
+
+			off += d->reclen;
+			for (i = 0; i < n && seized[i] != tid; i++)
+				;
+			if (tid <= 0 || i < n || n == SEIZED_MAX ||
+			    ptrace(PTRACE_SEIZE, tid, 0, 0) || ptrace(PTRACE_INTERRUPT, tid, 0, 0))
+				continue;
+			seized_sig[n] = 0;
+			seized[n++] = tid;
+		}
+	}
+	close(fd);
+	for (int i = first; i < n; i++) {
+		int st;
+
+		if (waitpid(seized[i], &st, __WALL) != seized[i] || !WIFSTOPPED(st))
+			seized[i] = 0; /* gone */
+		else if ((st >> 16) != PTRACE_EVENT_STOP)
+			seized_sig[i] = WSTOPSIG(st); /* a signal on its way: given back */
+	}
+	return n;
+}
+
+/* The program let go with the command's changes in it: every thread seized and stopped
+ * (rounds until one finds no new thread: the stopped ones make none), the restore, the
+ * detach. */
+static void restore_detached(pid_t pid)
+{
+	int n = 0, was;
+
+	do {
+		was = n;
+		n = seize_round(pid, n);
+	} while (n != was);
+	if (n && guard_restore)
+		guard_restore(guard_arg);
+	for (int i = 0; i < n; i++)
+		if (seized[i])
+			ptrace(PTRACE_DETACH, seized[i], 0, seized_sig[i]);
+}
+
 static void on_crash(int sig)
 {
 	struct tp_proc *p = guard_proc;
@@ -182,8 +303,11 @@ static void on_crash(int sig)
 	tp_proc_guard_running = 1;
 	say(guard_who);
 	say(": crashed; restoring the programs and detaching\n");
-	if (!p)
+	if (!p) {
+		if (guard_detached > 0)
+			restore_detached(guard_detached);
 		goto die;
+	}
 	for (unsigned i = 0; i < p->cap; i++)
 		if (p->slots[i])
 			stop_task(p->slots[i]);
@@ -192,6 +316,17 @@ static void on_crash(int sig)
 			take_pending_trap(p->slots[i]);
 	mark_queued_traps(p, p->queue, p->qhead, p->qlen, p->qcap);
 	mark_queued_traps(p, p->held, p->hhead, p->hlen, p->hcap);
+	/* injections cut short, innermost first: the bytes they wrote, the tasks' registers */
+	for (int i = tp_proc_ninflight < TP_PROC_INFLIGHT_MAX ? tp_proc_ninflight
+							      : TP_PROC_INFLIGHT_MAX;
+	     i-- > 0;) {
+		const struct tp_proc_inflight *f = &tp_proc_inflight[i];
+
+		if (f->norig)
+			tp_proc_write(f->pid, f->at, f->orig, f->norig);
+		if (f->has_regs)
+			ptrace(PTRACE_SETREGS, f->tid, 0, &f->regs);
+	}
 	if (guard_restore)
 		guard_restore(guard_arg);
 	for (unsigned i = 0; i < p->cap; i++) {
@@ -230,6 +365,7 @@ void tp_proc_guard_clear(void)
 {
 	guard_armed = 0;
 	guard_restore = NULL;
+	guard_detached = 0;
 	tp_proc_guard_crash_after = 0;
 	for (size_t i = 0; i < sizeof(guard_sigs) / sizeof(guard_sigs[0]); i++)
 		signal(guard_sigs[i], SIG_DFL);

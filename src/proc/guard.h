@@ -25,6 +25,10 @@ bool tp_proc_guard_trapped(pid_t tid);
 /* An event of the command's own, outside tp_proc_wait() (the agent engine's records drained):
  * TRACEPAD_TEST_CRASH counts it as one. */
 void tp_proc_guard_event(void);
+/* Process @pid (0: none) was let go with what the command changed still in it (the agent
+ * engine's hooks): a crash with no tp_proc in use seizes its threads again for the restore,
+ * then detaches from them. */
+void tp_proc_guard_detached(pid_t pid);
 /* Disarm it and give the signals their default action back. */
 void tp_proc_guard_clear(void);
 

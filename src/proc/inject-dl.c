@@ -110,6 +110,7 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	r = tp_proc_poke_int3(pid, at, true, orig);
 	if (r)
 		return r;
+	tp_proc_inflight_push(pid, tid, NULL, at, &orig, 1);
 	if (others_run) {
 		/* @tid stays stopped for the call to set its registers */
 		t->held = false;
@@ -128,6 +129,7 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	}
 	/* Nothing runs the entry point again: the byte goes back with the others stopped. */
 	r2 = tp_proc_poke_int3(pid, at, false, orig);
+	tp_proc_inflight_pop();
 	return r ? r : r2;
 }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -303,6 +304,7 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		return r;
 	stopped = unstop(p, tid);
 	r = off_syscall_entry(p, tid, &saved, &held, &stopped);
+	tp_proc_inflight_push(pid, tid, &saved, at, orig, sizeof(orig));
 	regs = saved;
 	regs.rip = at;
 	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
@@ -340,6 +342,7 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		if (stopped)
 			restop(p, tid);
 	}
+	tp_proc_inflight_pop();
 	tp_proc_held_resend(pid, tid, &held);
 	tp_proc_inject_flush(p);
 	return r ? r : r2;
@@ -383,6 +386,7 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 		return r;
 	stopped = unstop(p, tid);
 	r = off_syscall_entry(p, tid, &saved, &held, &stopped);
+	tp_proc_inflight_push(pid, tid, &saved, 0, NULL, 0);
 	regs = saved;
 	/* orig_rax = -1: no syscall restart on the way out of this stop; and the call is not
 	 * stepped, should the task have TF set (an agent stepping it) */
@@ -434,6 +438,7 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 		if (stopped)
 			restop(p, tid);
 	}
+	tp_proc_inflight_pop();
 	tp_proc_held_resend(pid, tid, &held);
 	tp_proc_inject_flush(p);
 	return r;

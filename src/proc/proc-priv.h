@@ -5,6 +5,28 @@
 
 #include "proc/proc.h"
 
+#include <sys/user.h>
+
+/* The injections in flight (inject.c, inject-dl.c), innermost last, for the crash guard:
+ * task @tid of @pid gets its registers back (when @has_regs), and the @norig bytes at @at
+ * that the injection wrote over. */
+struct tp_proc_inflight {
+	pid_t pid, tid;
+	bool has_regs;
+	struct user_regs_struct regs;
+	uint64_t at;
+	uint8_t orig[8];
+	unsigned norig;
+};
+#define TP_PROC_INFLIGHT_MAX 4
+extern struct tp_proc_inflight tp_proc_inflight[TP_PROC_INFLIGHT_MAX];
+extern volatile int tp_proc_ninflight;
+/* Push what a crash puts back of the injection that starts now (@regs NULL: none); pop it
+ * once the injection put it back itself. */
+void tp_proc_inflight_push(pid_t pid, pid_t tid, const struct user_regs_struct *regs, uint64_t at,
+			   const uint8_t *orig, unsigned norig);
+void tp_proc_inflight_pop(void);
+
 enum tp_task_state {
 	TP_TASK_RUNNING, /* resumed (or listening in a group-stop): a stop may be reported */
 	TP_TASK_STOPPED, /* in a ptrace-stop that the caller owns */
