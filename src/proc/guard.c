@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arch/arch.h"
 #include "proc/guard.h"
 #include "proc/proc-priv.h"
 
@@ -293,6 +294,17 @@ static void restore_detached(pid_t pid)
 			ptrace(PTRACE_DETACH, seized[i], 0, seized_sig[i]);
 }
 
+/* An injected system call's task runs it at @f->at (its entry or exit stop): its registers
+ * are to be put back, a restart included.  Elsewhere it is still in its own stop, where the
+ * kernel would restart an interrupted call once more. */
+static bool in_syscall_at(const struct tp_proc_inflight *f)
+{
+	struct user_regs_struct now;
+
+	return !ptrace(PTRACE_GETREGS, f->tid, 0, &now) &&
+	       (now.rip == f->at || now.rip == f->at + TP_ARCH_SYSCALL_LEN);
+}
+
 static void on_crash(int sig)
 {
 	struct tp_proc *p = guard_proc;
@@ -324,16 +336,25 @@ static void on_crash(int sig)
 
 		if (f->norig)
 			tp_proc_write(f->pid, f->at, f->orig, f->norig);
-		if (f->has_regs)
-			ptrace(PTRACE_SETREGS, f->tid, 0, &f->regs);
+		if (f->has_regs && (!f->at || in_syscall_at(f))) {
+			/* stopped at the injected call's entry or exit: with orig_rax -1 the
+			 * kernel neither runs nor restarts a system call on the way out, and
+			 * the registers restart the interrupted one themselves */
+			struct user_regs_struct r = f->regs;
+
+			if (f->at)
+				r.orig_rax = (uint64_t)-1;
+			ptrace(PTRACE_SETREGS, f->tid, 0, &r);
+		}
 	}
 	if (guard_restore)
 		guard_restore(guard_arg);
 	for (unsigned i = 0; i < p->cap; i++) {
 		struct tp_task *t = p->slots[i];
 
+		/* a system call's stop (SIGTRAP | 0x80) is no signal to pass on */
 		if (t)
-			ptrace(PTRACE_DETACH, t->tid, 0, t->pending_sig);
+			ptrace(PTRACE_DETACH, t->tid, 0, t->pending_sig < 65 ? t->pending_sig : 0);
 	}
 die:
 	signal(sig, SIG_DFL);

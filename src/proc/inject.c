@@ -304,7 +304,10 @@ int tp_proc_inject_syscall(struct tp_proc *p, pid_t pid, pid_t tid, long nr, con
 		return r;
 	stopped = unstop(p, tid);
 	r = off_syscall_entry(p, tid, &saved, &held, &stopped);
-	tp_proc_inflight_push(pid, tid, &saved, at, orig, sizeof(orig));
+	/* a crash puts back the registers the end of this function would (restart included) */
+	regs = saved;
+	tp_arch_regs_restart_syscall(&regs);
+	tp_proc_inflight_push(pid, tid, &regs, at, orig, sizeof(orig));
 	regs = saved;
 	regs.rip = at;
 	/* No syscall restart on the way out of this stop: the injected syscall is not one. */
