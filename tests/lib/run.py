@@ -9,6 +9,25 @@ import time
 
 TIMEOUT = 120
 
+# The sessions run() has started and not yet reaped: meson ends a test that overran its time
+# with SIGTERM, which would leave them running (a hung tracepad stepped a looping target for
+# the rest of the suite, a CPU gone): they are killed first.
+_live = set()
+
+
+def _on_term(sig, frame):
+    for pid in list(_live):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+
+
+if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+    signal.signal(signal.SIGTERM, _on_term)
+
 
 class Run:
     """One finished process.  rc: the exit status (-N for signal N), or a string saying why
@@ -46,6 +65,14 @@ def run(argv, timeout=TIMEOUT, cwd=None, env=None, stdin=subprocess.DEVNULL, tex
     except OSError as e:
         return cls(argv, "cannot run: %s" % e, _text(b"", text), _text(b"", text),
                    seconds=time.monotonic() - t0)
+    _live.add(p.pid)
+    try:
+        return _wait(p, argv, timeout, text, cls, t0)
+    finally:
+        _live.discard(p.pid)
+
+
+def _wait(p, argv, timeout, text, cls, t0):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
