@@ -264,20 +264,31 @@ static int hold(struct calls_lines *L, struct line *ln)
 	return 0;
 }
 
+/* Room for @n more bytes and a NUL in the line being built; false when there is none
+ * (s->err says why). */
+static bool grow(struct session *s, struct calls_lines *L, size_t n)
+{
+	size_t cap = (L->len + n + 1) * 2;
+	char *b;
+
+	if (L->buf && L->len + n < L->cap)
+		return true;
+	cap = cap < 1024 ? 1024 : cap;
+	b = realloc(L->buf, cap);
+	if (!b) {
+		s->err = -ENOMEM;
+		return false;
+	}
+	L->buf = b;
+	L->cap = cap;
+	return true;
+}
+
 /* Append @n bytes to the line being built; on failure the line is cut (s->err says why). */
 static void add_mem(struct session *s, struct calls_lines *L, const char *p, size_t n)
 {
-	if (!L->buf || L->len + n >= L->cap) {
-		size_t cap = (L->len + n + 1) * 2;
-		char *b = realloc(L->buf, cap < 1024 ? 1024 : cap);
-
-		if (!b) {
-			s->err = -ENOMEM;
-			return;
-		}
-		L->buf = b;
-		L->cap = cap < 1024 ? 1024 : cap;
-	}
+	if (!grow(s, L, n))
+		return;
 	memcpy(L->buf + L->len, p, n);
 	L->len += n;
 }
@@ -300,15 +311,8 @@ add(struct session *s, struct calls_lines *L, const char *fmt, ...)
 	if (n < 0)
 		return;
 	if (!L->buf || L->len + (size_t)n >= L->cap) {
-		size_t cap = (L->len + (size_t)n + 1) * 2;
-		char *b = realloc(L->buf, cap < 1024 ? 1024 : cap);
-
-		if (!b) {
-			s->err = -ENOMEM;
+		if (!grow(s, L, (size_t)n))
 			return;
-		}
-		L->buf = b;
-		L->cap = cap < 1024 ? 1024 : cap;
 		va_start(ap, fmt);
 		vsnprintf(L->buf + L->len, L->cap - L->len, fmt, ap);
 		va_end(ap);
