@@ -133,18 +133,8 @@ static int on_exec(struct family *f, const struct tp_event *ev)
 		t = thread_get(s, ev->pid, ev->tid);
 	if (!t || !p)
 		return -ENOMEM;
-	for (int i = 0; i < s->nthreads;) {
-		struct thread *o = s->threads[i];
-
-		if (o != t && o->pid == ev->pid) {
-			tp_calls_thread_del(s, o);
-			continue;
-		}
-		i++;
-	}
-	t->tid = ev->tid;
 	t->pid = ev->pid;
-	t->n = 0;
+	tp_calls_thread_exec(s, t, ev->tid);
 	t->in_sys = false; /* -S: no line for the execve, as the ptrace engine has it */
 	rings_free(f, ev->pid);
 	p->a = NULL;

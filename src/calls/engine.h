@@ -227,6 +227,9 @@ static inline bool tp_calls_line_wanted(const struct session *s, const struct re
 struct thread *tp_calls_thread_add(struct session *s, pid_t tid, pid_t pid, struct image *im,
 				   bool report);
 void tp_calls_thread_del(struct session *s, struct thread *t);
+/* At an exec by @t (its pid set): the process's other threads are gone without exit
+ * reports, and @t is now @tid (the leader's), with no call in flight. */
+void tp_calls_thread_exec(struct session *s, struct thread *t, pid_t tid);
 struct thread *tp_calls_thread_of(struct session *s, pid_t tid);
 int tp_calls_add_pid(struct session *s, pid_t pid);
 void tp_calls_trap_init(struct image *im, pid_t tid);

@@ -71,6 +71,21 @@ void tp_calls_thread_del(struct session *s, struct thread *t)
 	free(t);
 }
 
+void tp_calls_thread_exec(struct session *s, struct thread *t, pid_t tid)
+{
+	for (int i = 0; i < s->nthreads;) {
+		struct thread *o = s->threads[i];
+
+		if (o != t && o->pid == t->pid) {
+			tp_calls_thread_del(s, o);
+			continue;
+		}
+		i++;
+	}
+	t->tid = tid;
+	t->n = 0;
+}
+
 /* Records of calls in flight a thread gets room for at first. */
 #define RECS_MIN 16
 
@@ -731,18 +746,8 @@ static int on_exec(struct session *s, const struct tp_event *ev)
 	if (!t)
 		return -ENOMEM;
 	old = t->img;
-	/* The other threads of the process are gone without exit reports. */
-	for (int i = 0; i < s->nthreads;) {
-		struct thread *o = s->threads[i];
-
-		if (o != t && o->pid == ev->pid) {
-			tp_calls_thread_del(s, o);
-			continue;
-		}
-		i++;
-	}
-	t->tid = ev->tid;
-	t->n = 0;
+	t->pid = ev->pid;
+	tp_calls_thread_exec(s, t, ev->tid);
 	t->rehook_at = 0;
 	if (old && old->pid != ev->pid) {
 		/* A vfork child leaves its parent's memory. */
