@@ -50,23 +50,6 @@ def main():
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     rnd = random.Random(a.seed)
 
-    def children(pid):
-        try:
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-                return [int(x) for x in f.read().split()]
-        except FileNotFoundError:
-            return []
-
-    def tracers(pid):
-        out = set()
-        for tid in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                    out |= {int(ln.split()[1]) for ln in f if ln.startswith("TracerPid:")}
-            except FileNotFoundError:
-                pass
-        return out
-
     def maps(pid):
         try:
             with open("/proc/%d/maps" % pid) as f:
@@ -89,10 +72,10 @@ def main():
         seen = {}
 
         def ready():
-            kids = children(tp.pid)
+            kids = tpe2e.children(tp.pid)
             if len(kids) != 1:
                 return False
-            tr = tracers(pid)
+            tr = tpe2e.tracers(pid)
             if "trapflag" in form:
                 return "memfd:tracepad-ctl" in maps(pid) and tr == {0}
             if form.startswith("calls"):
@@ -119,7 +102,7 @@ def main():
             working = at_work(form, p.pid, tp, out)
             engine = "agent" if "libtracepad-agent.so" in maps(p.pid) else "ptrace"
             time.sleep(rnd.uniform(0.02, 0.2))
-            inner = children(tp.pid)
+            inner = tpe2e.children(tp.pid)
             t0 = time.monotonic()
             if inner:
                 os.kill(inner[0], signal.SIGKILL)
@@ -134,7 +117,7 @@ def main():
                 after = text(p.pid)
                 changed = sorted(os.path.basename(k[2]) or hex(k[0])
                                  for k, v in before.items() if after.get(k) != v)
-                traced = tracers(p.pid) != {0}
+                traced = tpe2e.tracers(p.pid) != {0}
                 try:
                     rest = p.communicate(b"\n", timeout=120)[0].decode(errors="replace")
                 except subprocess.TimeoutExpired:

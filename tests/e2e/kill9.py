@@ -32,8 +32,8 @@ import time
 import shutil
 
 import tpe2e
-from tpe2e import (maps_rings, readline, reap, ring_inodes, sigwork_expected, text,  # noqa: E402
-                   wait_for)
+from tpe2e import (children, maps_rings, readline, reap, ring_inodes,  # noqa: E402
+                   sigwork_expected, text, tracers, wait_for)
 
 TRACEPAD = tpe2e.TRACEPAD
 PROG = tpe2e.target("kill9")
@@ -51,32 +51,6 @@ ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 def changed_text(before, pid):
     after = text(pid)
     return [k[2] or hex(k[0]) for k, v in before.items() if after.get(k) != v]
-
-
-def tracers(pid):
-    """TracerPid of every thread of @pid."""
-    out = []
-    try:
-        tids = os.listdir("/proc/%d/task" % pid)
-    except FileNotFoundError:
-        return out
-    for tid in tids:
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                for line in f:
-                    if line.startswith("TracerPid:"):
-                        out.append(int(line.split()[1]))
-        except FileNotFoundError:
-            pass
-    return out
-
-
-def children(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except FileNotFoundError:
-        return []
 
 
 def maps_ctl(pid):
@@ -121,11 +95,11 @@ def at_work(kind, pid, tp, out):
         if len(kids) != 1:
             return False
         if kind.startswith("count --engine trapflag"):
-            return maps_ctl(pid) and set(tracers(pid)) == {0}
+            return maps_ctl(pid) and tracers(pid) == {0}
         if kind.startswith("calls --engine agent"):
-            return set(tracers(pid)) == {0} and os.path.exists(out) and \
+            return tracers(pid) == {0} and os.path.exists(out) and \
                 os.path.getsize(out) > 0
-        if set(tracers(pid)) != {kids[0]}:
+        if tracers(pid) != {kids[0]}:
             return False
         if kind.startswith("calls"):
             return os.path.exists(out) and os.path.getsize(out) > 0
@@ -235,7 +209,7 @@ if c.check(first == "pid %d\n" % prog.pid, what + ": the target runs", first):
         time.sleep(0.3)
         alive = prog.poll() is None
         if not working or not inner or rc != -signal.SIGKILL or not alive or \
-                set(tracers(pid)) != {0}:
+                tracers(pid) != {0}:
             bad.append((i, working, rc, alive, tp.stderr.read().decode(errors="replace")))
             if not alive:
                 break
@@ -283,7 +257,7 @@ if c.check(first == "ready %d\n" % prog.pid, "markers record -p: the target runs
         alive = prog.poll() is None
         changed = changed_text(before, pid) if alive else ["(exited)"]
         if rc != -signal.SIGKILL or not working or st != 0 or not alive or \
-                set(tracers(pid)) != {0} or changed:
+                tracers(pid) != {0} or changed:
             bad.append((i, rc, working, st, alive, changed,
                         tp.stderr.read().decode(errors="replace")[-300:]))
     c.eq(bad, [], "markers record -p: %d SIGKILLs of tracepad at work: its tracer process ends "
@@ -328,9 +302,9 @@ for kind, args in LAUNCH:
     if kind.startswith("count --engine trapflag") or kind.startswith("count --start"):
         # the agent steps it, or it runs in the code cache, with the control block: nothing
         # ptraces it
-        traced = pid and wait_for(lambda: maps_ctl(pid) and set(tracers(pid)) == {0}, 30)
+        traced = pid and wait_for(lambda: maps_ctl(pid) and tracers(pid) == {0}, 30)
     else:
-        traced = pid and wait_for(lambda: set(tracers(pid)) == set(inner), 30)
+        traced = pid and wait_for(lambda: tracers(pid) == set(inner), 30)
     time.sleep(0.1)
     running = pid and os.path.exists("/proc/%d" % pid) and len(inner) == 1
     if tp.poll() is None:
@@ -378,7 +352,7 @@ first = readline(tp.stdout, 120)
 pid = int(first.split()[1]) if first.startswith("pid ") else 0
 inner = children(tp.pid)
 # at work: the start-up stepped by ptrace, the agent counting
-working = pid and wait_for(lambda: (ctl_state(pid) or 0) & 1 and set(tracers(pid)) == {0}, 60)
+working = pid and wait_for(lambda: (ctl_state(pid) or 0) & 1 and tracers(pid) == {0}, 60)
 time.sleep(0.2)
 if tp.poll() is None:
     os.kill(tp.pid, signal.SIGKILL)

@@ -229,6 +229,31 @@ def text(pid):
     return out
 
 
+def tracers(pid):
+    """The set of TracerPid of every thread of @pid (0: not traced); empty when it is gone."""
+    out = set()
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except FileNotFoundError:
+        return out
+    for tid in tids:
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                out |= {int(ln.split()[1]) for ln in f if ln.startswith("TracerPid:")}
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def children(pid):
+    """The children of @pid's main thread, from /proc."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
 def ring_inodes(pids):
     """The inodes of the memfd:tracepad-trace descriptors that @pids hold (the rings)."""
     out = set()
