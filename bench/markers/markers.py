@@ -11,7 +11,8 @@ taken in turn, and a run's figure for a mode is its best round (interruptions by
 only add time); the tables give the median, min and max of those figures over the runs.
 LTTng-UST runs with a session daemon and one session enabling tpmarkers:on only (so
 tpmarkers:off is a disabled tracepoint in a traced process), written to a temporary directory
-with channels big enough that nothing is discarded; babeltrace2 counts what was recorded.
+with channels big enough that nothing is discarded; babeltrace2 counts what was recorded, and
+`tracepad dump` must read as many events from that real LTTng-UST trace.
 
 Usage: python3 bench/markers/markers.py BUILDDIR
 Environment: TP_BENCH_RUNS (runs, default 9)."""
@@ -57,6 +58,19 @@ def bench(modes, iters_rounds):
     if set(res) != set(modes):
         raise RuntimeError("unexpected output: %r" % out[-300:])
     return res
+
+
+def dump_count(path):
+    """Events `tracepad dump` prints from the CTF trace at @path (one a line)."""
+    tp = os.path.join(build, "src/cli/tracepad")
+    with tempfile.TemporaryFile() as err:
+        with subprocess.Popen([tp, "dump", path], stdout=subprocess.PIPE, stderr=err) as p:
+            n = sum(1 for _ in p.stdout)
+        if p.returncode != 0:
+            err.seek(0)
+            raise RuntimeError("tracepad dump %s: exit %d: %s"
+                               % (path, p.returncode, err.read().decode(errors="replace")[-300:]))
+    return n
 
 
 def events_per_process(iters_rounds):
@@ -168,6 +182,13 @@ def main():
                                     "discarded %s (%d discard messages)"
                                     % (lt_expected, lt_read, lt_discarded, disc))
                     samples.pop("lttng-on", None)
+                # tracepad's reader on the same real LTTng-UST trace
+                tp_read = dump_count(session.dir)
+                print("LTTng-UST trace: %d events recorded, babeltrace2 reads %d, tracepad "
+                      "dump %d" % (lt_expected, lt_read, tp_read), flush=True)
+                if tp_read != lt_read:
+                    failures.append("tracepad dump reads %d events of the LTTng-UST trace, "
+                                    "babeltrace2 %d" % (tp_read, lt_read))
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 failures.append(str(e))
                 samples.pop("lttng-on", None)
