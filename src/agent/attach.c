@@ -13,7 +13,7 @@
 #define TRACER_POLL_MASK 0x3fff
 
 int tracepad_agent_attach(int tracer, int fd);
-int tracepad_agent_detach(void);
+long tracepad_agent_detach(void);
 
 long tp_agent_map_block(int tracer, int fd, const char *want, uint64_t magic, uint32_t abi,
 			uint64_t *size)
@@ -190,7 +190,7 @@ int tp_agent_tracer_gone(struct tp_tstate *ts)
  * asks again), or 0 once it is unmapped and the program's signal handlers are back with
  * the kernel.  SIGTRAP stays with the agent's dispatcher: a signal frame saved while its
  * thread was stepped may set TF again when it returns. */
-__attribute__((visibility("default"))) int tracepad_agent_detach(void)
+__attribute__((visibility("default"))) long tracepad_agent_detach(void)
 {
 	int busy;
 

@@ -14,57 +14,26 @@
 #include "elf/file.h"
 #include "proc/inject.h"
 
+/* -S: the loader's system calls, as the ptrace engine shows them */
+static int syscall_line(void *arg, const struct tp_event *ev)
+{
+	struct session *s = arg;
+	int r;
+
+	if (ev->kind != TP_EV_SYSCALL)
+		return 0;
+	tp_calls_agent_thread(s, ev->pid, ev->tid);
+	r = tp_calls_syscall_stop(s, ev);
+	return r ? r : 1;
+}
+
 /* Run the launched program's thread @pid to @at (an int3 there, taken out again). */
 static int run_to(struct session *s, pid_t pid, uint64_t at)
 {
-	uint64_t pc;
-	uint8_t orig;
-	int r;
+	const struct tp_proc_run_to how = {tp_calls_resume(s), s->o->stop, syscall_line, s,
+					   &s->status};
 
-	if (tp_proc_get_pc(pid, &pc))
-		return -EIO;
-	if (pc == at)
-		return 0;
-	if (tp_proc_read(pid, at, &orig, 1) != 1)
-		return -EIO;
-	r = tp_proc_poke_int3(pid, at, true, orig);
-	if (r)
-		return r;
-	r = tp_proc_resume(s->p, pid, tp_calls_resume(s), 0);
-	while (!r) {
-		struct tp_event ev;
-
-		r = tp_proc_wait(s->p, &ev);
-		if (r == -EINTR && !(s->o->stop && *s->o->stop)) {
-			r = 0;
-			continue;
-		}
-		if (r)
-			break;
-		if (ev.kind == TP_EV_EXITED) {
-			if (ev.leader)
-				s->status = ev.status;
-			r = -ESRCH;
-			break;
-		}
-		if (ev.kind == TP_EV_BREAKPOINT && ev.tid == pid && !tp_proc_get_pc(ev.tid, &pc) &&
-		    pc == at + 1)
-			break;
-		if (ev.kind == TP_EV_SYSCALL) {
-			/* -S: the loader's system calls, as the ptrace engine shows them */
-			tp_calls_agent_thread(s, pid, ev.tid);
-			r = tp_calls_syscall_stop(s, &ev);
-			continue;
-		}
-		r = tp_proc_resume(s->p, ev.tid, tp_calls_resume(s),
-				   ev.kind == TP_EV_SIGNAL	 ? ev.sig
-				   : ev.kind == TP_EV_BREAKPOINT ? SIGTRAP
-								 : 0);
-	}
-	if (r)
-		return r;
-	r = tp_proc_poke_int3(pid, at, false, orig);
-	return r ? r : tp_proc_set_pc(pid, at);
+	return tp_proc_run_to(s->p, pid, at, &how);
 }
 
 static uint64_t symbol(pid_t pid, const char *name)
@@ -212,8 +181,7 @@ int tp_calls_agent_orphan(struct session *s, pid_t pid)
 	struct orphan o = {.start = 0};
 	int32_t tracer = 0;
 	uint64_t at, bias, busy = 0;
-	pid_t tid;
-	int r = 0;
+	int r;
 
 	if (tp_maps_foreach(pid, find_orphan, &o) || !o.block || !o.start ||
 	    tp_proc_read(pid, o.block + offsetof(struct tp_hk_ctl, tracer_pid), &tracer,
@@ -225,19 +193,8 @@ int tp_calls_agent_orphan(struct session *s, pid_t pid)
 	if (tp_elf_lookup(o.path, "tracepad_hooks_detach", &at, NULL) ||
 	    tp_elf_map_bias(o.path, o.start, o.offset, &bias))
 		return 0;
-	tid = tp_proc_loader_task(s->p, pid);
-	for (int round = 0; round < DETACH_ROUNDS; round++) {
-		r = tp_proc_inject_fcall(s->p, pid, tid, at + bias, (const uint64_t[6]){0}, false,
-					 &busy);
-		if (r || (int64_t)busy <= 0)
-			break;
-		/* a thread inside one of its hooks: out of it once let run */
-		tp_proc_resume_all(s->p);
-		usleep(1000);
-		r = tp_proc_stop_all(s->p, 0);
-		if (r)
-			break;
-	}
+	r = tp_proc_inject_until_out(s->p, pid, tp_proc_loader_task(s->p, pid), at + bias,
+				     DETACH_ROUNDS, NULL, NULL, &busy);
 	tp_dbg("calls: the pads of a session whose tracepad is gone taken out: %d, busy %lld", r,
 	       (long long)busy);
 	return r == -ESRCH ? 0 : r;

@@ -785,30 +785,31 @@ int tp_calls_agent_leave(struct session *s, struct agent *a)
 	return r == -ESRCH ? 0 : r;
 }
 
+struct drain_arg {
+	struct session *s;
+	struct agent *a;
+};
+
+static int drain_between(void *arg)
+{
+	struct drain_arg *d = arg;
+
+	tp_calls_agent_drain(d->s, d->a);
+	return 0;
+}
+
 int tp_calls_agent_unhook(struct session *s, struct agent *a, pid_t pid)
 {
+	struct drain_arg d = {s, a};
 	uint64_t busy = 0;
-	pid_t tid;
 	int r;
 
 	if (!tp_proc_agent_mapped(pid, a->path, a->detach_pc))
 		return 0; /* an execve took the agent and its hooks away */
-	tid = tp_proc_loader_task(s->p, pid);
-	for (int round = 0; round < DETACH_ROUNDS; round++) {
-		r = tp_proc_inject_fcall(s->p, pid, tid, a->detach_pc, (const uint64_t[6]){0},
-					 false, &busy);
-		tp_dbg("calls: detach in %d: %d busy %lld", tid, r, (long long)busy);
-		if (r || (int64_t)busy <= 0)
-			break;
-		/* a thread inside a hook (maybe waiting for room in its ring) */
-		tp_calls_agent_drain(s, a);
-		tp_proc_resume_all(s->p);
-		usleep(1000);
-		tp_calls_agent_drain(s, a);
-		r = tp_proc_stop_all(s->p, 0);
-		if (r)
-			break;
-	}
+	/* a thread inside a hook may be waiting for room in its ring: drained between calls */
+	r = tp_proc_inject_until_out(s->p, pid, tp_proc_loader_task(s->p, pid), a->detach_pc,
+				     DETACH_ROUNDS, drain_between, &d, &busy);
+	tp_dbg("calls: detach: %d, busy %lld", r, (long long)busy);
 	if (!r && busy)
 		tp_warn("--engine agent: a thread stayed inside a hook: the agent's block stays "
 			"mapped in the program");

@@ -292,12 +292,16 @@ static int agent_attach(struct tp_count_ctx *c, struct tp_proc *p, char *agent, 
 	return set_tf_all(p, true);
 }
 
+static int tf_off(void *p)
+{
+	return set_tf_all(p, false);
+}
+
 /* Disable the agent: once no thread is inside its handlers, it unmaps the control block;
  * then TF goes from every thread.  @p has every task stopped. */
 static int agent_detach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t detach_pc,
 			const char *agent)
 {
-	const uint64_t none[6] = {0};
 	pid_t tid = tp_proc_loader_task(p, c->pid);
 	uint64_t busy = 0;
 	int err;
@@ -305,20 +309,13 @@ static int agent_detach(struct tp_count_ctx *c, struct tp_proc *p, uint64_t deta
 	/* after an execve, the agent and its TF are gone with the old image */
 	if (!tp_proc_agent_mapped(c->pid, agent, detach_pc))
 		return 0;
-	/* first, so that the injected call is not stepped */
+	/* first, so that the injected call is not stepped; again after each run: a thread
+	 * inside the agent's handler finishes it (it blocks on nothing) */
 	err = set_tf_all(p, false);
-	for (int round = 0; !err && round < DETACH_ROUNDS; round++) {
-		err = tp_proc_inject_fcall(p, c->pid, tid, detach_pc, none, false, &busy);
-		if (err || !(int32_t)busy)
-			break;
-		/* a thread is inside the agent's handler: let it finish (it blocks on nothing) */
-		tp_proc_resume_all(p);
-		usleep(1000);
-		err = tp_proc_stop_all(p, 0);
-		if (!err)
-			err = set_tf_all(p, false);
-	}
-	if (!err && (int32_t)busy)
+	if (!err)
+		err = tp_proc_inject_until_out(p, c->pid, tid, detach_pc, DETACH_ROUNDS, tf_off, p,
+					       &busy);
+	if (!err && (int64_t)busy > 0)
 		snprintf(c->r->warning, sizeof(c->r->warning),
 			 "a thread stayed inside the agent's handler: its control block stays "
 			 "mapped in the program");

@@ -97,8 +97,10 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 
 	if (!t)
 		return -ESRCH;
+	/* a queued stop that the call takes (a step trap dropped, a signal held back and sent
+	 * again) leaves the task stopped with nothing queued: resume_all's to resume then */
+	was_held = t->held || tp_proc_queued(p, tid);
 	drop_queued_step_trap(p, tid);
-	was_held = t->held;
 	r = take_step_trap(p, tid);
 	if (r)
 		return r;
@@ -131,6 +133,80 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	r2 = tp_proc_poke_int3(pid, at, false, orig);
 	tp_proc_inflight_pop();
 	return r ? r : r2;
+}
+
+int tp_proc_inject_until_out(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn, int rounds,
+			     int (*between)(void *), void *arg, uint64_t *busy)
+{
+	int r = 0;
+
+	*busy = 0;
+	for (int round = 0; round < rounds; round++) {
+		r = tp_proc_inject_fcall(p, pid, tid, fn, (const uint64_t[6]){0}, false, busy);
+		if (r || (int64_t)*busy <= 0)
+			break;
+		/* a thread inside the code (maybe waiting for room in its ring, or stopped by a
+		 * signal's delivery): out of it once let run */
+		r = between ? between(arg) : 0;
+		if (!r)
+			r = tp_proc_let_run(p, 1000);
+		if (!r && between)
+			r = between(arg);
+		if (r)
+			break;
+	}
+	return r;
+}
+
+int tp_proc_run_to(struct tp_proc *p, pid_t tid, uint64_t at, const struct tp_proc_run_to *how)
+{
+	pid_t pid = tp_proc_tgid(tid);
+	uint64_t pc;
+	uint8_t orig;
+	int r;
+
+	if (pid < 0 || tp_proc_get_pc(tid, &pc))
+		return -EIO;
+	if (pc == at)
+		return 0;
+	if (tp_proc_read(pid, at, &orig, 1) != 1)
+		return -EIO;
+	r = tp_proc_poke_int3(pid, at, true, orig);
+	if (r)
+		return r;
+	r = tp_proc_resume(p, tid, how->resume, 0);
+	while (!r) {
+		struct tp_event ev;
+
+		r = tp_proc_wait(p, &ev);
+		if (r == -EINTR && !(how->stop && *how->stop)) {
+			r = 0;
+			continue;
+		}
+		if (r)
+			break;
+		if (ev.kind == TP_EV_EXITED) {
+			if (ev.leader && how->status)
+				*how->status = ev.status;
+			r = -ESRCH;
+			break;
+		}
+		if (ev.kind == TP_EV_BREAKPOINT && ev.tid == tid && !tp_proc_get_pc(ev.tid, &pc) &&
+		    pc == at + 1)
+			break;
+		if (how->other && (r = how->other(how->arg, &ev)) != 0) {
+			r = r > 0 ? 0 : r;
+			continue;
+		}
+		r = tp_proc_resume(p, ev.tid, how->resume,
+				   ev.kind == TP_EV_SIGNAL	 ? ev.sig
+				   : ev.kind == TP_EV_BREAKPOINT ? SIGTRAP
+								 : 0);
+	}
+	if (r)
+		return r;
+	r = tp_proc_poke_int3(pid, at, false, orig);
+	return r ? r : tp_proc_set_pc(tid, at);
 }
 
 /* dlerror()'s message, or @dflt. */

@@ -63,6 +63,31 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
  * loader's, malloc's) is let go, and are stopped again after; their events are queued. */
 int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			 const uint64_t args[6], bool others_run, uint64_t *ret);
+/* Call @fn() (an agent's detach: it answers how many threads are still inside its code, 0
+ * once it is off) in stopped task @tid until it answers 0 or less, at most @rounds times,
+ * every task let run 1 ms between two calls (tp_proc_let_run()).  @between, when not NULL,
+ * runs before and after each such run, every task stopped (to drain the rings a thread may
+ * wait on, to clear flags anew); an error of it ends the loop.  Returns 0 with the last
+ * answer in *@busy (still above 0: the rounds ran out), or -errno. */
+int tp_proc_inject_until_out(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn, int rounds,
+			     int (*between)(void *), void *arg, uint64_t *busy);
+
+/* How tp_proc_run_to() runs a task: resumed as @resume; *@stop set (by a signal handler
+ * of the caller) ends the run with -EINTR; @other, when not NULL, is shown every other
+ * event first and answers 1 when it took it (and resumed its task), 0 to let it pass (a
+ * signal delivered, a breakpoint not at @at raised again), or -errno to stop; the main
+ * process's wait status in *@status (when not NULL) when it ends. */
+struct tp_proc_run_to {
+	enum tp_resume resume;
+	volatile sig_atomic_t *stop;
+	int (*other)(void *arg, const struct tp_event *ev);
+	void *arg;
+	int *status;
+};
+/* Run stopped task @tid to @at, through an int3 planted there for the time of the run and
+ * taken out again: the task is left stopped at @at.  0, -ESRCH when its process ended
+ * first, -EINTR, or -errno. */
+int tp_proc_run_to(struct tp_proc *p, pid_t tid, uint64_t at, const struct tp_proc_run_to *how);
 
 /* The process's own loader entry points (libc's dlopen, dlsym, dlerror). */
 struct tp_proc_dl {

@@ -373,6 +373,12 @@ static void counts(struct session *s, struct fast *f)
 	}
 }
 
+static int drain_between(void *arg)
+{
+	tp_tracept_fast_drain(arg);
+	return 0;
+}
+
 /* Every thread stopped: the pads out, threads out of the callbacks, the block unmapped by
  * the agent, and the text compared with what it was. */
 int tp_tracept_fast_stop(struct session *s)
@@ -380,7 +386,6 @@ int tp_tracept_fast_stop(struct session *s)
 	struct fast *f = s->fast;
 	char agent[PATH_MAX];
 	uint64_t busy = 0;
-	pid_t tid;
 	int r = 0;
 
 	if (!f || !f->live)
@@ -388,21 +393,9 @@ int tp_tracept_fast_stop(struct session *s)
 	f->live = false;
 	if (!realpath(s->o->agent, agent) || !tp_proc_agent_mapped(s->pid, agent, 0))
 		return 0; /* an execve took the agent and its pads away */
-	tid = tp_proc_loader_task(s->p, s->pid);
-	for (int round = 0; round < DETACH_ROUNDS; round++) {
-		r = tp_proc_inject_fcall(s->p, s->pid, tid, f->detach_pc, (const uint64_t[6]){0},
-					 false, &busy);
-		if (r || (int64_t)busy <= 0)
-			break;
-		/* a thread inside a callback (maybe waiting for room in its ring) */
-		tp_tracept_fast_drain(s);
-		tp_proc_resume_all(s->p);
-		usleep(1000);
-		tp_tracept_fast_drain(s);
-		r = tp_proc_stop_all(s->p, 0);
-		if (r)
-			break;
-	}
+	/* a thread inside a callback may be waiting for room in its ring: drained between */
+	r = tp_proc_inject_until_out(s->p, s->pid, tp_proc_loader_task(s->p, s->pid), f->detach_pc,
+				     DETACH_ROUNDS, drain_between, s, &busy);
 	if (!r && busy)
 		tp_warn("--fast: a thread stayed inside a tracepoint's callback: the agent's block "
 			"stays mapped in the program");

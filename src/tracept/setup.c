@@ -14,52 +14,18 @@
 
 #include "arch/arch.h"
 #include "base/log.h"
+#include "proc/inject.h"
 #include "tracept/engine.h"
 
 int tp_tracept_to_entry(struct session *s)
 {
-	uint64_t entry, pc;
-	uint8_t orig;
-	int r;
+	const struct tp_proc_run_to how = {TP_RESUME_CONT, s->o->stop, NULL, NULL, &s->status};
+	uint64_t entry;
 
-	if (tp_proc_auxv(s->pid, AT_ENTRY, &entry) || tp_proc_get_pc(s->pid, &pc))
+	if (tp_proc_auxv(s->pid, AT_ENTRY, &entry))
 		return -EIO;
-	if (pc == entry)
-		return 0; /* a static program starts there */
-	if (tp_proc_read(s->pid, entry, &orig, 1) != 1)
-		return -EIO;
-	r = tp_proc_poke_int3(s->pid, entry, true, orig);
-	if (r)
-		return r;
-	r = tp_proc_resume(s->p, s->pid, TP_RESUME_CONT, 0);
-	while (!r) {
-		struct tp_event ev;
-
-		r = tp_proc_wait(s->p, &ev);
-		if (r == -EINTR && !(s->o->stop && *s->o->stop)) {
-			r = 0;
-			continue;
-		}
-		if (r)
-			break;
-		if (ev.kind == TP_EV_EXITED) {
-			if (ev.leader)
-				s->status = ev.status;
-			r = -ESRCH;
-			break;
-		}
-		if (ev.kind == TP_EV_BREAKPOINT && ev.tid == s->pid &&
-		    !tp_proc_get_pc(ev.tid, &pc) && pc == entry + 1)
-			break;
-		r = tp_proc_resume(s->p, ev.tid, TP_RESUME_CONT,
-				   ev.kind == TP_EV_SIGNAL	 ? ev.sig
-				   : ev.kind == TP_EV_BREAKPOINT ? SIGTRAP
-								 : 0);
-	}
-	if (r)
-		return r;
-	r = tp_proc_poke_int3(s->pid, entry, false, orig);
-	return r ? r : tp_proc_set_pc(s->pid, entry);
+	/* a static program starts there: nothing to run */
+	return tp_proc_run_to(s->p, s->pid, entry, &how);
 }
 
 void tp_tracept_where(struct session *s, uint64_t pc, char *buf, size_t len)
