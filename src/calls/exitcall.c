@@ -37,12 +37,13 @@ int tp_calls_exit_detour(struct session *s, struct image *im, struct thread *t,
 {
 	struct user_regs_struct call;
 	uint64_t fn = 0, at = regs->rip - 1;
-	pid_t tids[2];
 	int err;
 
 	if (!im->exit_next) {
-		/* Other threads could be using what the calls free: single-threaded only. */
-		if (tp_proc_tasks_of(s->p, t->pid, tids, 2) != 1)
+		/* Other threads could be using what the calls free: single-threaded only.  A
+		 * thread joined just before (its exit reported, or a zombie not yet reaped) runs
+		 * nothing any more: glibc frees its stack and DTV in __libc_freeres. */
+		if (tp_proc_live_tasks_of(s->p, t->pid) != 1)
 			return 0;
 		im->exit_regs = *regs;
 	}

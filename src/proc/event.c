@@ -533,6 +533,7 @@ static int decode(struct tp_proc *p, pid_t tid, int st, struct tp_event *ev, boo
 	case PTRACE_EVENT_EXEC:
 		return exec_done(p, t, ev, interrupted);
 	case PTRACE_EVENT_EXIT:
+		t->exiting = true;
 		msg = 0;
 		ptrace(PTRACE_GETEVENTMSG, tid, 0, &msg);
 		ev->kind = TP_EV_EXIT;

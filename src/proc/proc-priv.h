@@ -42,6 +42,7 @@ struct tp_task {
 	bool interrupting; /* PTRACE_INTERRUPT sent, no stop seen since */
 	int pending_sig;   /* signal of a signal-delivery stop not yet resumed (given on detach) */
 	bool trapped;	   /* crash guard: its stop is a SIGTRAP (an int3) not handled */
+	bool exiting;	   /* its PTRACE_EVENT_EXIT seen: it runs no code of its own again */
 };
 
 /* A stop of a task we have not been told about yet (its creator's clone event is late). */

@@ -207,6 +207,19 @@ int tp_proc_tasks_of(const struct tp_proc *p, pid_t tgid, pid_t *tids, int max)
 	return n;
 }
 
+int tp_proc_live_tasks_of(const struct tp_proc *p, pid_t tgid)
+{
+	int n = 0;
+
+	for (unsigned i = 0; i < p->cap; i++) {
+		const struct tp_task *t = p->slots[i];
+
+		if (t && t->tgid == tgid && !t->exiting && !tp_proc_is_zombie(t->tid))
+			n++;
+	}
+	return n;
+}
+
 int tp_proc_exit_status(const struct tp_proc *p)
 {
 	return p->exit_status;

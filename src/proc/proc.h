@@ -102,6 +102,9 @@ pid_t tp_proc_pid(const struct tp_proc *p);
 int tp_proc_tasks(const struct tp_proc *p, pid_t *tids, int max);
 /* Tids of the live tasks of thread group @tgid (fills up to @max, returns the total). */
 int tp_proc_tasks_of(const struct tp_proc *p, pid_t tgid, pid_t *tids, int max);
+/* How many tasks of thread group @tgid may still run code of their own: neither past their
+ * exit stop (TP_PROC_TRACE_EXIT) nor zombies whose exit is not reported yet. */
+int tp_proc_live_tasks_of(const struct tp_proc *p, pid_t tgid);
 /* Detach from the tasks of thread group @tgid only, which must all be stopped (-EBUSY
  * otherwise); they run on, the other traced processes stay traced. */
 int tp_proc_detach_tgid(struct tp_proc *p, pid_t tgid);
