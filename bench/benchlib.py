@@ -28,6 +28,22 @@ def bt2_count(path):
     return int(ev.group(1)), int(disc.group(1)) if disc else 0
 
 
+def dump_count(tracepad, path):
+    """Events `tracepad dump` (the binary @tracepad) prints, one a line, from the LTTng output
+    at @path: one trace per buffer directory (each directory holding a metadata file)."""
+    n = 0
+    for d, _, files in os.walk(path):
+        if "metadata" not in files:
+            continue
+        with subprocess.Popen([tracepad, "dump", d], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as p:
+            n += sum(1 for _ in p.stdout)
+            err = p.stderr.read().decode(errors="replace")
+        if p.returncode:
+            raise RuntimeError("tracepad dump %s: %s" % (d, err.strip()[-300:]))
+    return n
+
+
 def lttng(*args, check=True):
     # Never let the client spawn a daemon of its own: we would not know to stop it.
     return run(["lttng", "--no-sessiond"] + list(args), timeout=120, check=check)

@@ -26,7 +26,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import bt2_count, lttng, run, start_sessiond, stop_sessiond  # noqa: E402
+from benchlib import bt2_count, dump_count, lttng, run, start_sessiond, stop_sessiond  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 RUNS = int(os.environ.get("TP_BENCH_RUNS", "9"))
@@ -58,19 +58,6 @@ def bench(modes, iters_rounds):
     if set(res) != set(modes):
         raise RuntimeError("unexpected output: %r" % out[-300:])
     return res
-
-
-def dump_count(path):
-    """Events `tracepad dump` prints from the CTF trace at @path (one a line)."""
-    tp = os.path.join(build, "src/cli/tracepad")
-    with tempfile.TemporaryFile() as err:
-        with subprocess.Popen([tp, "dump", path], stdout=subprocess.PIPE, stderr=err) as p:
-            n = sum(1 for _ in p.stdout)
-        if p.returncode != 0:
-            err.seek(0)
-            raise RuntimeError("tracepad dump %s: exit %d: %s"
-                               % (path, p.returncode, err.read().decode(errors="replace")[-300:]))
-    return n
 
 
 def events_per_process(iters_rounds):
@@ -140,7 +127,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tp-bench-markers-")
     samples = {}  # mode -> [ns per run]
     paired = {}  # mode -> [ns - none's ns, same process]
-    lt_expected, lt_read, lt_discarded = 0, None, None
+    lt_expected, lt_read, lt_discarded, tp_read = 0, None, None, None
     started = session = None
     try:
         if not skip:
@@ -182,16 +169,17 @@ def main():
                                     "discarded %s (%d discard messages)"
                                     % (lt_expected, lt_read, lt_discarded, disc))
                     samples.pop("lttng-on", None)
-                # tracepad's reader on the same real LTTng-UST trace
-                tp_read = dump_count(session.dir)
-                print("LTTng-UST trace: %d events recorded, babeltrace2 reads %d, tracepad "
-                      "dump %d" % (lt_expected, lt_read, tp_read), flush=True)
-                if tp_read != lt_read:
-                    failures.append("tracepad dump reads %d events of the LTTng-UST trace, "
-                                    "babeltrace2 %d" % (tp_read, lt_read))
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 failures.append(str(e))
                 samples.pop("lttng-on", None)
+            try:
+                # tracepad's reader on the same real LTTng-UST trace
+                tp_read = dump_count(os.path.join(build, "src/cli/tracepad"), session.dir)
+                if tp_read != lt_read:
+                    failures.append("tracepad dump reads %d events of the LTTng-UST trace, "
+                                    "babeltrace2 %s" % (tp_read, lt_read))
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                failures.append(str(e))
     finally:
         if session:
             try:
@@ -233,8 +221,8 @@ def main():
     print("recorded: tracepad consumers saw %d events per process each run%s"
           % (ev, "" if not any("consumer saw" in f for f in failures) else " (NOT always)"))
     if lt_read is not None:
-        print("recorded: LTTng-UST produced %d, babeltrace2 read %d, channel discarded %s"
-              % (lt_expected, lt_read, lt_discarded))
+        print("recorded: LTTng-UST produced %d, babeltrace2 read %d, tracepad dump read %s, "
+              "channel discarded %s" % (lt_expected, lt_read, tp_read, lt_discarded))
 
     print()
     dis = med(samples.get("disabled", []))

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from benchlib import bt2_count, lttng, run, start_sessiond, stop_sessiond  # noqa: E402
+from benchlib import bt2_count, dump_count, lttng, run, start_sessiond, stop_sessiond  # noqa: E402
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build"
 RUNS = int(os.environ.get("TP_BENCH_RUNS", "5"))
@@ -156,7 +156,7 @@ class Session:
         finally:
             lttng("destroy", self.name, check=False)
         self.read, disc = bt2_count(self.dir)
-        self.tp_read = tp_dump_count(self.dir)
+        self.tp_read = dump_count(tp_cli, self.dir)
         if self.tp_read != self.read:
             raise RuntimeError("LTTng-UST trace: tracepad dump reads %d events, babeltrace2 %d"
                                % (self.tp_read, self.read))
@@ -164,20 +164,6 @@ class Session:
             raise RuntimeError("LTTng-UST: produced %d, babeltrace2 reads %d, channel discarded "
                                "%s (%d discard messages)" % (self.expected, self.read,
                                                              self.discarded, disc))
-
-
-def tp_dump_count(path):
-    """Events tracepad dump reads in the LTTng output @path: one trace per buffer directory
-    (the directories holding a metadata file)."""
-    n = 0
-    for d, _, files in os.walk(path):
-        if "metadata" in files:
-            p = subprocess.run([tp_cli, "dump", d], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, timeout=600)
-            if p.returncode:
-                raise RuntimeError("tracepad dump %s: %s" % (d, p.stderr.strip()))
-            n += p.stdout.count("\n")
-    return n
 
 
 # ---- main -------------------------------------------------------------------------------
