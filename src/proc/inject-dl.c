@@ -97,10 +97,8 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 
 	if (!t)
 		return -ESRCH;
-	/* a queued stop that the call takes (a step trap dropped, a signal held back and sent
-	 * again) leaves the task stopped with nothing queued: resume_all's to resume then */
-	was_held = t->held || tp_proc_queued(p, tid);
 	drop_queued_step_trap(p, tid);
+	was_held = t->held;
 	r = take_step_trap(p, tid);
 	if (r)
 		return r;
@@ -145,8 +143,8 @@ int tp_proc_inject_until_out(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t f
 		r = tp_proc_inject_fcall(p, pid, tid, fn, (const uint64_t[6]){0}, false, busy);
 		if (r || (int64_t)*busy <= 0)
 			break;
-		/* a thread inside the code (maybe waiting for room in its ring, or stopped by a
-		 * signal's delivery): out of it once let run */
+		/* a thread inside the code (maybe waiting for room in its ring): out of it once
+		 * let run */
 		r = between ? between(arg) : 0;
 		if (!r)
 			r = tp_proc_let_run(p, 1000);

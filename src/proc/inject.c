@@ -378,15 +378,24 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	int r;
 	uint64_t held = 0;
 	bool stopped;
+	size_t xlen = 0;
+	void *xstate;
 
 	r = tp_proc_get_regs(tid, &saved);
 	if (r)
 		return r;
+	/* the function may use the vector registers, which the program's code there may hold
+	 * values in (any register is live at an arbitrary stop) */
+	xstate = tp_proc_xstate_save(tid, &xlen);
+	if (!xstate)
+		return -EIO;
 	/* Below the red zone, aligned as at a call: [rsp] = return address, rsp + 8 % 16 = 0. */
 	sp = tp_arch_call_sp(saved.rsp, CALL_STACK_GAP - TP_ARCH_RED_ZONE);
 	r = tp_proc_write(pid, sp, &ret_to, sizeof(ret_to));
-	if (r)
+	if (r) {
+		free(xstate);
 		return r;
+	}
 	stopped = unstop(p, tid);
 	r = off_syscall_entry(p, tid, &saved, &held, &stopped);
 	tp_proc_inflight_push(pid, tid, &saved, 0, NULL, 0);
@@ -435,11 +444,14 @@ int tp_proc_inject_call(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 	}
 	if (r != -ESRCH) {
 		int r2 = tp_proc_set_regs(tid, &saved);
+		int r3 = tp_proc_xstate_restore(tid, xstate, xlen);
 
 		if (!r)
-			r = r2;
+			r = r2 ? r2 : r3;
 		if (stopped)
 			restop(p, tid);
+	} else {
+		free(xstate);
 	}
 	tp_proc_inflight_pop();
 	tp_proc_held_resend(pid, tid, &held);

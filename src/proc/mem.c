@@ -29,6 +29,41 @@ int tp_proc_get_fpregs(pid_t tid, struct user_fpregs_struct *fp)
 	return ptrace(PTRACE_GETFPREGS, tid, 0, fp) ? -errno : 0;
 }
 
+void *tp_proc_xstate_save(pid_t tid, size_t *len)
+{
+	/* the XSAVE area: x87, SSE, AVX, AVX-512 (and AMX) state; the kernel says its size */
+	struct iovec iov = {.iov_base = malloc(TP_PROC_XSTATE_MAX), .iov_len = TP_PROC_XSTATE_MAX};
+
+	if (!iov.iov_base)
+		return NULL;
+	if (ptrace(PTRACE_GETREGSET, tid, NT_X86_XSTATE, &iov)) {
+		/* no XSAVE: the FXSAVE area */
+		iov.iov_len = sizeof(struct user_fpregs_struct);
+		if (ptrace(PTRACE_GETFPREGS, tid, 0, iov.iov_base)) {
+			free(iov.iov_base);
+			return NULL;
+		}
+		iov.iov_len |= (size_t)1 << 62; /* restored with SETFPREGS */
+	}
+	*len = iov.iov_len;
+	return iov.iov_base;
+}
+
+int tp_proc_xstate_restore(pid_t tid, void *state, size_t len)
+{
+	struct iovec iov = {.iov_base = state, .iov_len = len & ~((size_t)1 << 62)};
+	int r;
+
+	if (!state)
+		return 0;
+	if (len >> 62)
+		r = ptrace(PTRACE_SETFPREGS, tid, 0, state) ? -errno : 0;
+	else
+		r = ptrace(PTRACE_SETREGSET, tid, NT_X86_XSTATE, &iov) ? -errno : 0;
+	free(state);
+	return r;
+}
+
 int tp_proc_watch_write(pid_t tid, uint64_t addr)
 {
 	/* DR0 = @addr; DR7: local enable of DR0, break on data writes, length 8. */

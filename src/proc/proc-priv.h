@@ -92,6 +92,11 @@ int tp_proc_tgid_add(struct tp_proc *p, pid_t tgid);
 void tp_proc_tgid_del(struct tp_proc *p, pid_t tgid);
 unsigned tp_proc_ptrace_opts(unsigned opts);
 bool tp_proc_is_zombie(pid_t pid);
+/* mem.c: stopped task @tid's vector and x87 state, saved (NULL when it cannot be read) and
+ * put back (and freed) around code an injection runs in the task, which may use them. */
+#define TP_PROC_XSTATE_MAX 16384
+void *tp_proc_xstate_save(pid_t tid, size_t *len);
+int tp_proc_xstate_restore(pid_t tid, void *state, size_t len);
 
 static inline unsigned tp_proc_hash(pid_t tid, unsigned cap)
 {
