@@ -234,13 +234,14 @@ def tracers(pid):
     out = set()
     try:
         tids = os.listdir("/proc/%d/task" % pid)
-    except FileNotFoundError:
+    except OSError:
         return out
     for tid in tids:
+        # a thread that ends meanwhile: ENOENT at the open, ESRCH at the read
         try:
             with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
                 out |= {int(ln.split()[1]) for ln in f if ln.startswith("TracerPid:")}
-        except FileNotFoundError:
+        except OSError:
             pass
     return out
 
@@ -250,7 +251,7 @@ def children(pid):
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
             return [int(x) for x in f.read().split()]
-    except FileNotFoundError:
+    except OSError:
         return []
 
 
