@@ -635,13 +635,3 @@ int tp_proc_stop_all(struct tp_proc *p, pid_t except)
 	}
 	return 0;
 }
-
-int tp_proc_let_run(struct tp_proc *p, unsigned us)
-{
-	int r = tp_proc_resume_all(p);
-
-	if (r)
-		return r;
-	usleep(us);
-	return tp_proc_stop_all(p, 0);
-}

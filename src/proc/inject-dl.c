@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <unistd.h>
 
 #include "arch/arch.h"
 #include "base/log.h"
@@ -147,7 +148,11 @@ int tp_proc_inject_until_out(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t f
 		 * let run */
 		r = between ? between(arg) : 0;
 		if (!r)
-			r = tp_proc_let_run(p, 1000);
+			r = tp_proc_resume_all(p);
+		if (!r) {
+			usleep(1000);
+			r = tp_proc_stop_all(p, 0);
+		}
 		if (!r && between)
 			r = between(arg);
 		if (r)

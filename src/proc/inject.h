@@ -65,7 +65,7 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 			 const uint64_t args[6], bool others_run, uint64_t *ret);
 /* Call @fn() (an agent's detach: it answers how many threads are still inside its code, 0
  * once it is off) in stopped task @tid until it answers 0 or less, at most @rounds times,
- * every task let run 1 ms between two calls (tp_proc_let_run()).  @between, when not NULL,
+ * the tasks stop_all() stopped let run 1 ms between two calls.  @between, when not NULL,
  * runs before and after each such run, every task stopped (to drain the rings a thread may
  * wait on, to clear flags anew); an error of it ends the loop.  Returns 0 with the last
  * answer in *@busy (still above 0: the rounds ran out), or -errno. */

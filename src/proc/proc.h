@@ -160,11 +160,6 @@ int tp_proc_stop_all(struct tp_proc *p, pid_t except);
  * @how (a tracer that now wants their system calls, say). */
 int tp_proc_resume_all(struct tp_proc *p);
 int tp_proc_resume_all_as(struct tp_proc *p, enum tp_resume how);
-/* Let every task stopped by tp_proc_stop_all() run for @us microseconds, then stop them all
- * again (queued events stay queued, their tasks stopped).  For a tracer that waits, without
- * an event loop, for the program to leave some code (an agent's handlers before its
- * detach). */
-int tp_proc_let_run(struct tp_proc *p, unsigned us);
 
 int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs);
 int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs);
