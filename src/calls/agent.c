@@ -76,33 +76,25 @@ static int load_agent(struct session *s, struct agent *a, pid_t *tid)
 }
 
 /* A thread stopped on an inner boundary of a jmp site (or in a system call that restarts
- * there) goes on in the pad's copy of the instruction. */
+ * there), or a signal handler's frame that would resume it there, goes on in the pad's copy
+ * of the instruction. */
 static int move_threads(struct session *s, struct agent *a)
 {
-	pid_t tids[4096];
-	int n = tp_proc_tasks_of(s->p, a->pid, tids, 4096);
+	struct tp_proc_move *mv = calloc((size_t)a->n * TP_FTP_MAX_INSNS + 1, sizeof(*mv));
+	size_t n = 0;
+	int r;
 
-	for (int i = 0; i < n && i < 4096; i++) {
-		struct user_regs_struct regs;
+	if (!mv)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < a->n; j++) {
+		const struct tp_hk_func *x = &a->hfs[j];
 
-		if (tp_proc_get_regs(tids[i], &regs))
-			continue;
-		for (uint32_t j = 0; j < a->n; j++) {
-			const struct tp_hk_func *x = &a->hfs[j];
-
-			for (uint32_t k = 1; !x->err && k < x->ninsn && k < TP_FTP_MAX_INSNS; k++) {
-				uint64_t at = x->addr + x->ioff[k];
-				bool sys = (int64_t)regs.orig_rax >= 0 && regs.rip - 2 == at;
-
-				if (regs.rip != at && !sys)
-					continue;
-				regs.rip = x->icopy[k] + (regs.rip - at);
-				if (tp_proc_set_regs(tids[i], &regs))
-					return -EIO;
-			}
-		}
+		for (uint32_t k = 1; !x->err && k < x->ninsn && k < TP_FTP_MAX_INSNS; k++)
+			mv[n++] = (struct tp_proc_move){x->addr + x->ioff[k], x->icopy[k]};
 	}
-	return 0;
+	r = tp_proc_move_tasks(s->p, a->pid, mv, n);
+	free(mv);
+	return r;
 }
 
 /* ---- the crash guard's part (proc/guard.h) ---- */

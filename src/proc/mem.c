@@ -2,11 +2,13 @@
  * /proc/PID/mem for writes (it writes into read-only text as a debugger must) and for reads
  * that process_vm_readv refuses (PROT_NONE pages).  One /proc/PID/mem fd is kept per process. */
 #include "arch/arch.h"
+#include "base/log.h"
 #include "proc/proc-priv.h"
 
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 /* ---- registers ---- */
@@ -83,6 +86,99 @@ int tp_proc_watch_clear(pid_t tid)
 int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs)
 {
 	return ptrace(PTRACE_SETREGS, tid, 0, regs) ? -errno : 0;
+}
+
+/* ---- code moved under stopped tasks ---- */
+
+/* How much of a task's stack, from its rsp up, is searched for signal frames. */
+#define MOVE_STACK_MAX (256 * 1024)
+/* A signal frame as the kernel builds it (x86-64 rt_sigframe): the handler's return address
+ * (the restorer), then a ucontext, whose general registers the frame's sigreturn loads. */
+#define SIGFRAME_RIP (8 + offsetof(ucontext_t, uc_mcontext.gregs[REG_RIP]))
+
+static int move_cmp(const void *a, const void *b)
+{
+	const struct tp_proc_move *x = a, *y = b;
+
+	return x->from < y->from ? -1 : x->from > y->from;
+}
+
+static const struct tp_proc_move *move_of(const struct tp_proc_move *mv, size_t n, uint64_t pc)
+{
+	const struct tp_proc_move key = {pc, 0};
+
+	if (!n || pc < mv[0].from || pc > mv[n - 1].from)
+		return NULL;
+	return bsearch(&key, mv, n, sizeof(*mv), move_cmp);
+}
+
+/* Is @ret the restorer of a signal frame: `mov $15, %rax; syscall` (rt_sigreturn), as libc's
+ * __restore_rt and the vDSO's are? */
+static bool is_sigreturn(pid_t pid, uint64_t ret)
+{
+	static const uint8_t stub[] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+	uint8_t code[sizeof(stub)];
+
+	return tp_proc_read(pid, ret, code, sizeof(code)) == sizeof(code) &&
+	       !memcmp(code, stub, sizeof(stub));
+}
+
+/* The signal frames on @tid's stack from @sp whose pc is a move's from: moved. */
+static int move_frames(pid_t pid, pid_t tid, uint64_t sp, const struct tp_proc_move *mv, size_t n)
+{
+	uint64_t buf[2048];
+
+	sp &= ~7ull;
+	for (uint64_t at = sp; at < sp + MOVE_STACK_MAX; at += sizeof(buf)) {
+		ssize_t got = tp_proc_read(pid, at, buf, sizeof(buf));
+
+		for (ssize_t i = 0; i < got / 8; i++) {
+			uint64_t slot = at + (uint64_t)i * 8, ret;
+			const struct tp_proc_move *m = move_of(mv, n, buf[i]);
+
+			if (!m || slot < sp + SIGFRAME_RIP ||
+			    tp_proc_read(pid, slot - SIGFRAME_RIP, &ret, 8) != 8 ||
+			    !is_sigreturn(pid, ret))
+				continue;
+			if (tp_proc_write(pid, slot, &m->to, 8))
+				return -EIO;
+			tp_dbg("proc: task %d: the signal frame at 0x%llx resumes at 0x%llx, not "
+			       "0x%llx",
+			       tid, (unsigned long long)(slot - SIGFRAME_RIP),
+			       (unsigned long long)m->to, (unsigned long long)m->from);
+		}
+		if (got < (ssize_t)sizeof(buf))
+			break;
+	}
+	return 0;
+}
+
+int tp_proc_move_tasks(struct tp_proc *p, pid_t tgid, struct tp_proc_move *mv, size_t n)
+{
+	pid_t tids[4096];
+	int nt = tp_proc_tasks_of(p, tgid, tids, 4096);
+
+	if (!n)
+		return 0;
+	qsort(mv, n, sizeof(*mv), move_cmp);
+	for (int i = 0; i < nt && i < 4096; i++) {
+		struct user_regs_struct regs;
+		const struct tp_proc_move *m;
+
+		if (tp_proc_get_regs(tids[i], &regs))
+			continue;
+		m = move_of(mv, n, regs.rip);
+		/* in a system call that restarts at the instruction */
+		if (!m && (int64_t)regs.orig_rax >= 0 && (m = move_of(mv, n, regs.rip - 2)))
+			regs.rip = m->to + 2;
+		else if (m)
+			regs.rip = m->to;
+		if (m && tp_proc_set_regs(tids[i], &regs))
+			return -EIO;
+		if (move_frames(tgid, tids[i], regs.rsp, mv, n))
+			return -EIO;
+	}
+	return 0;
 }
 
 #define RIP_OFFSET (offsetof(struct user, regs) + offsetof(struct user_regs_struct, rip))

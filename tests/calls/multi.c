@@ -18,6 +18,7 @@
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "lib.h"
@@ -468,6 +469,52 @@ static int cmd_wait(void)
 	return 0;
 }
 
+/* sigframe: tpc_probe's load (its second instruction, inside the 5 bytes a jump pad takes)
+ * faults; the SIGSEGV handler points the load at a value and waits for tpc_probe's first byte
+ * to change (a tracer hooked it, attached meanwhile) before it returns to the load.  Prints
+ * the probe's result (42) and another call's, then waits for the end of stdin. */
+__asm__(".text\n.globl tpc_probe\n.type tpc_probe, @function\n.p2align 4\ntpc_probe:\n"
+	"\txorl %eax, %eax\n\tmovl (%rdi), %eax\n\taddl $1, %eax\n\tret\n"
+	".size tpc_probe, .-tpc_probe\n");
+int tpc_probe(const int *p);
+static const int probe_value = 41;
+static volatile sig_atomic_t probe_faults;
+
+static void on_probe_fault(int sig, siginfo_t *si, void *ctx)
+{
+	static const char msg[] = "in handler\n";
+	const volatile uint8_t *code = (const volatile uint8_t *)(uintptr_t)tpc_probe;
+	const uint8_t first = code[0];
+	const struct timespec ms = {0, 1000000};
+	ucontext_t *uc = ctx;
+
+	(void)sig;
+	(void)si;
+	probe_faults++;
+	uc->uc_mcontext.gregs[REG_RDI] = (greg_t)(uintptr_t)&probe_value;
+	if (write(1, msg, sizeof(msg) - 1) < 0)
+		_exit(3);
+	for (int i = 0; i < 60000 && code[0] == first; i++)
+		nanosleep(&ms, NULL);
+}
+
+static int cmd_sigframe(void)
+{
+	struct sigaction sa = {.sa_sigaction = on_probe_fault, .sa_flags = SA_SIGINFO};
+	char buf[64];
+	int v;
+
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	sigaction(SIGSEGV, &sa, NULL);
+	v = tpc_probe(NULL);
+	printf("probe %d faults %d\n", v, (int)probe_faults);
+	printf("again %d\n", tpc_probe(&probe_value));
+	fflush(stdout);
+	while (fgets(buf, sizeof(buf), stdin))
+		;
+	return 0;
+}
+
 static atomic_int sig_calls, sig_bad;
 static double sig_for;
 
@@ -702,6 +749,8 @@ int main(int argc, char **argv)
 		return cmd_wait();
 	if (!strcmp(cmd, "notsc"))
 		return cmd_notsc();
+	if (!strcmp(cmd, "sigframe"))
+		return cmd_sigframe();
 	if (!strcmp(cmd, "sigpair"))
 		return cmd_sigpair();
 	if (!strcmp(cmd, "sigloop") && argc > 2) {

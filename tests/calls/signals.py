@@ -8,7 +8,9 @@ and detached 8 times (under the ptrace engine 2 of them with a stop at every ret
 SIGALRM every 100 us whatever happens (the agent's load injected in that storm: an interval
 timer's SIGALRM is SI_KERNEL, not a fault of the injected dlopen): it survives and its own
 checks pass (it runs until told to stop: SIGUSR1).  Then two signals pending at once in the
-thread tracepad injects into, through 6 attaches: both are given back."""
+thread tracepad injects into, through 6 attaches: both are given back.  Last, a thread in a
+signal handler that will return into the bytes a hook covers (sigframe): it resumes in the
+hook's copy of the instruction, and the program computes what it should."""
 import os
 import re
 import signal
@@ -83,6 +85,27 @@ try:
     check(p.returncode == 0 and m and m.group(1, 2) == m.group(3, 4),
           "sigpair: every SIGUSR1 and SIGUSR2 sent across the attaches was handled",
           "rc %r\n%s%s" % (p.returncode, out, err))
+finally:
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+# ---- a handler that returns into a hooked entry ----
+# tpc_probe's second instruction faults; the handler, which fixes the load's address, waits
+# until tracepad's hook changes tpc_probe's first byte and returns to that instruction, which
+# lies inside the agent's jmp: its signal frame must resume in the pad's copy.
+p = subprocess.Popen([prog, "sigframe"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+try:
+    first = p.stdout.readline()
+    check(first == "in handler\n", "sigframe: the target waits in its SIGSEGV handler", first)
+    r = calls(["--duration", "1", "-c", "--json", "-e", "calls-multi:tpc_probe"], pid=p.pid)
+    f = func(r.summary(), "tpc_probe")
+    out, err = p.communicate("", timeout=120)
+    check(r.rc == 0 and f and f["calls"] == 1,
+          "sigframe (%s): attached, the call made after the handler counted" % ENGINE, r)
+    check(p.returncode == 0 and out == "probe 42 faults 1\nagain 42\n",
+          "sigframe (%s): the handler's return resumed the faulting load, right results"
+          % ENGINE, "rc %r\n%s%s" % (p.returncode, out, err))
 finally:
     if p.poll() is None:
         p.kill()
