@@ -635,3 +635,66 @@ int tp_proc_stop_all(struct tp_proc *p, pid_t except)
 	}
 	return 0;
 }
+
+/* Queued stops of signal deliveries (no event loop is running to take them): each task
+ * given its signal and let go. */
+static int deliver_queued(struct tp_proc *p)
+{
+	unsigned n = p->qlen;
+	int r;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct tp_event ev;
+		struct tp_task *t;
+
+		queue_pop(p, &ev);
+		t = tp_proc_task_find(p, ev.tid);
+		if (ev.kind == TP_EV_SIGNAL && t && t->state == TP_TASK_STOPPED) {
+			r = tp_proc_restart(p, t, t->how, ev.sig);
+			if (r)
+				return r;
+			continue;
+		}
+		r = tp_proc_queue_push(p, &ev);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+int tp_proc_let_run(struct tp_proc *p, unsigned us)
+{
+	uint64_t end = mono_us() + us;
+	int r = deliver_queued(p);
+
+	if (!r)
+		r = tp_proc_resume_all(p);
+	/* a signal's delivery stops its task until the tracer answers: answered at once, or a
+	 * program with a fast timer would never run a line of its own between the stops */
+	while (!r && mono_us() < end) {
+		siginfo_t si = {.si_pid = 0};
+		struct tp_task *t;
+
+		if (waitid(P_ALL, 0, &si,
+			   WEXITED | WSTOPPED | __WALL | __WNOTHREAD | WNOWAIT | WNOHANG) ||
+		    !si.si_pid || !(t = tp_proc_task_find(p, si.si_pid)) ||
+		    t->state != TP_TASK_RUNNING) {
+			usleep(50);
+			continue;
+		}
+		r = tp_proc_wait_queue(p);
+		if (r == -EINTR)
+			r = 0;
+		if (!r)
+			r = deliver_queued(p);
+	}
+	return r ? r : tp_proc_stop_all(p, 0);
+}

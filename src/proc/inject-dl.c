@@ -98,8 +98,8 @@ int tp_proc_inject_fcall(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t fn,
 
 	if (!t)
 		return -ESRCH;
+	was_held = t->held || tp_proc_queued(p, tid);
 	drop_queued_step_trap(p, tid);
-	was_held = t->held;
 	r = take_step_trap(p, tid);
 	if (r)
 		return r;
@@ -148,11 +148,7 @@ int tp_proc_inject_until_out(struct tp_proc *p, pid_t pid, pid_t tid, uint64_t f
 		 * let run */
 		r = between ? between(arg) : 0;
 		if (!r)
-			r = tp_proc_resume_all(p);
-		if (!r) {
-			usleep(1000);
-			r = tp_proc_stop_all(p, 0);
-		}
+			r = tp_proc_let_run(p, 1000);
 		if (!r && between)
 			r = between(arg);
 		if (r)

@@ -135,4 +135,8 @@ void tp_proc_guard_test_crash(void);
 /* mem.c */
 void tp_proc_memfd_drop(pid_t pid);
 
+/* Let every stopped task run for @us microseconds, answering signal-delivery stops at once, then
+ * stop them all again. */
+int tp_proc_let_run(struct tp_proc *p, unsigned us);
+
 #endif
