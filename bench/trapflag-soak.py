@@ -2,7 +2,8 @@
 """Soak of the trapflag engine (issue 14): `tracepad count --engine trapflag` of `gzip -9 -c`
 over the same input, RUNS times; each run must end as gzip does natively (status 0, the same
 compressed bytes).  gzip was seen to die of SIGTRAP after 6-14 M instructions, 4 runs of 8, on
-1 MiB (about 2.3 G instructions a run, hours each at the agent's 26-200 K instructions/s here).
+1 MiB.  On this script's 1 MiB input a run is 145 M instructions: about 37 minutes at the
+agent's ~65 K instructions/s here, so 8 runs take hours (run two at once on two cores).
 
 Run by hand, not in CI nor by `make bench` (too long).  One line a run: its outcome, the
 instructions counted, the time; a run that dies also prints the SIGTRAP the agent gave to the
