@@ -156,10 +156,11 @@ static int move_frames(pid_t pid, pid_t tid, uint64_t sp, const struct tp_proc_m
 int tp_proc_move_tasks(struct tp_proc *p, pid_t tgid, struct tp_proc_move *mv, size_t n)
 {
 	pid_t tids[4096];
-	int nt = tp_proc_tasks_of(p, tgid, tids, 4096);
+	int nt;
 
 	if (!n)
 		return 0;
+	nt = tp_proc_tasks_of(p, tgid, tids, 4096);
 	qsort(mv, n, sizeof(*mv), move_cmp);
 	for (int i = 0; i < nt && i < 4096; i++) {
 		struct user_regs_struct regs;

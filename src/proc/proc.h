@@ -162,6 +162,7 @@ int tp_proc_resume_all(struct tp_proc *p);
 int tp_proc_resume_all_as(struct tp_proc *p, enum tp_resume how);
 
 int tp_proc_get_regs(pid_t tid, struct user_regs_struct *regs);
+int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs);
 /* Code that moved while the tasks were stopped (a jump pad over the first instructions of a
  * function): a task about to run @from goes on at @to. */
 struct tp_proc_move {
@@ -171,9 +172,8 @@ struct tp_proc_move {
  * @from (or whose syscall restarts there) goes on at its @to; and so does every signal
  * frame on its stack (a handler that interrupted it there: the kernel would resume the
  * frame's pc when the handler returns), found from the task's rsp up and recognised by its
- * return address, the rt_sigreturn stub.  @mv is sorted.  0, or -EIO. */
+ * return address, the rt_sigreturn stub.  @mv is sorted in place.  0, or -EIO. */
 int tp_proc_move_tasks(struct tp_proc *p, pid_t tgid, struct tp_proc_move *mv, size_t n);
-int tp_proc_set_regs(pid_t tid, const struct user_regs_struct *regs);
 /* A hardware watchpoint on writes to the 8 aligned bytes at @addr (debug register 0): the
  * write is reported as a TP_EV_SIGNAL SIGTRAP with si_code TRAP_HWBKPT.  Cleared by
  * tp_proc_watch_clear(). */

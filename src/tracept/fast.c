@@ -24,7 +24,6 @@
 
 _Static_assert(TP_FTP_MAX_ITEMS == TP_MAX_ITEMS, "a frame's items");
 
-#define TASKS_MAX 4096
 #define RINGS 32
 #define RING_MIN (4096u * 1024) /* a thread's frames between two drains, and more */
 #define NAP_US 250		/* between two drains that found little */
