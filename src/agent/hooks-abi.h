@@ -11,7 +11,7 @@
 #include "agent/tracept-abi.h"
 
 #define TP_HK_MAGIC 0x4b4f4f48444152ull /* "RADHOOK" */
-#define TP_HK_ABI 2
+#define TP_HK_ABI 3
 /* rt's pads: 4096 addresses a process (python3's default selection is ~2000 functions) */
 #define TP_HK_MAX_FUNCS 4096
 
@@ -62,7 +62,11 @@ struct tp_hk_plan {
 	 * and r12-r15 (TP_HK_P_REGS); return addresses the agent swapped are put back; 8: the
 	 * return address only, without the registers */
 	uint16_t snap;
-	uint16_t pad2[3];
+	/* with a snap over 8: the agent walks this many frames itself (TP_HK_P_PCS) when the
+	 * block's CFA table knows every caller on the way, else copies the snap */
+	uint8_t walk;
+	uint8_t pad3;
+	uint16_t pad2[2];
 	struct tp_hk_arg arg[TP_HK_PLAN_ARGS];
 };
 /* A piece of payload: a header, then len bytes, padded to 8. */
@@ -72,6 +76,11 @@ struct tp_hk_plan {
 #define TP_HK_P_XMM 2  /* the low 8 bytes of xmm0, xmm1... */
 #define TP_HK_P_ST0 3  /* st0's 10 bytes */
 #define TP_HK_P_REGS 4 /* rbx, rbp, r12, r13, r14, r15 at the entry */
+/* the backtrace the agent walked: the function's address, then the return addresses, real
+ * ones (not the trampoline's); addr TP_HK_PCS_END when the walk reached the outermost frame,
+ * 0 when it stopped at the plan's walk frames */
+#define TP_HK_P_PCS 5
+#define TP_HK_PCS_END 1
 struct tp_hk_piece {
 	uint64_t addr;
 	uint32_t len;
@@ -98,8 +107,12 @@ static inline uint32_t tp_hk_payload_room(const struct tp_hk_plan *p, int at_ret
 		n += sizeof(struct tp_hk_piece) + TP_HK_R8(p->stack);
 	if (p->nxmm)
 		n += sizeof(struct tp_hk_piece) + 8 * 8;
+	/* a walk's pieces (TP_HK_P_PCS, walk <= 255 frames) take less than a snap over 8 */
 	if (p->snap)
-		n += 2 * sizeof(struct tp_hk_piece) + 6 * 8 + TP_HK_R8(p->snap);
+		n += 2 * sizeof(struct tp_hk_piece) + 6 * 8 +
+		     (p->snap > 8 && p->walk && TP_HK_R8(p->snap) < 8u * p->walk
+			  ? 8u * p->walk
+			  : TP_HK_R8(p->snap));
 #undef TP_HK_R8
 	return n;
 }
@@ -177,6 +190,7 @@ struct tp_hk_ctl {
 	 * flagged the gone ones, sets dl_done to it */
 	uint32_t dl_seq, dl_done;
 	uint32_t funcs_cap, pad2;
+	uint64_t cfa_off; /* struct tp_hk_cfa[TP_HK_CFA_SLOTS] (plan.walk) */
 	/* written by the agent */
 	uint32_t state; /* TP_HK_ST_* */
 	int32_t pid;
@@ -188,6 +202,29 @@ struct tp_hk_ctl {
 	uint64_t install_pc, detach_pc;
 	char error[128];
 };
+
+/* ---- the CFA table: how the agent walks a backtrace (plan.walk) ----
+ * For a return address ra, tracepad's reading of the CFI at ra - 1 (libdw, as its unwinder
+ * does), when it is one the agent can follow: the caller's CFA is rsp or rbp plus an offset,
+ * its return address at CFA - 8, its caller's rbp the same or saved at CFA plus an offset;
+ * or the outermost frame (the return address undefined).  Open addressing by ra; tracepad
+ * writes rule then ra, and clears every ra when objects go (dlclose); the agent reads ra,
+ * rule, ra again, and takes the rule only when both reads of ra matched. */
+#define TP_HK_CFA_SLOTS 4096
+#define TP_HK_CFA_PROBES 16
+#define TP_HK_CFA_BP (1ull << 48)	/* the CFA is rbp + offset, else the frame's rsp + offset */
+#define TP_HK_CFA_BP_SAVED (1ull << 49) /* the caller's rbp is at CFA + the rule's bits 32-47 */
+#define TP_HK_CFA_END (1ull << 50)	/* the outermost frame: no caller */
+#define TP_HK_CFA_VALID (1ull << 63)
+struct tp_hk_cfa {
+	uint64_t ra;
+	uint64_t rule; /* bits 0-31: the CFA's offset (signed), 32-47 rbp's, TP_HK_CFA_* */
+};
+
+static inline uint32_t tp_hk_cfa_hash(uint64_t ra)
+{
+	return (uint32_t)((ra * 0x9e3779b97f4a7c15ull) >> 52) & (TP_HK_CFA_SLOTS - 1);
+}
 
 #define TP_HK_ST_ACTIVE 0x1
 #define TP_HK_ST_FORKED 0x2

@@ -78,11 +78,10 @@ static uint8_t *xmm(uint8_t *at)
 }
 
 uint32_t tp_hk_payload_entry(uint8_t *dst, const struct tp_hk_plan *p, const struct tp_rt_regs *r,
-			     int vregs, uint64_t **snap)
+			     int vregs)
 {
 	uint8_t *at = dst;
 
-	*snap = NULL;
 	/* first: nothing below touches a vector register, but say so in one place */
 	if (p->nxmm && vregs)
 		at = xmm(at);
@@ -104,6 +103,15 @@ uint32_t tp_hk_payload_entry(uint8_t *dst, const struct tp_hk_plan *p, const str
 	if (p->stack)
 		at = piece(at, TP_HK_P_MEM, r->rsp + 8,
 			   copy(at + sizeof(struct tp_hk_piece), r->rsp + 8, p->stack, 0));
+	return (uint32_t)(at - dst);
+}
+
+uint32_t tp_hk_payload_snap(uint8_t *dst, const struct tp_hk_plan *p, const struct tp_rt_regs *r,
+			    uint64_t **snap)
+{
+	uint8_t *at = dst;
+
+	*snap = NULL;
 	if (p->snap > 8) {
 		uint64_t *v = (uint64_t *)(at + sizeof(struct tp_hk_piece));
 

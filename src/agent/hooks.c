@@ -67,6 +67,7 @@ static struct {
 	struct tp_hk_ctl *ctl;
 	uint64_t size;
 	struct tp_hk_func *funcs;
+	const struct tp_hk_cfa *cfa; /* the CFA table (plan.walk) */
 	struct tp_ag_rings rs;
 	int64_t errno_tpoff; /* the block's, read once */
 	uint32_t errno_ok;
@@ -152,7 +153,101 @@ struct payload {
 	int vregs;
 };
 
-/* An entry's payload is the caller's address alone (tp_hk_payload_entry's last case). */
+/* ---- backtraces walked in the program (plan.walk) ---- */
+
+/* Return address @ra's rule in the CFA table (hooks-abi.h): 0 when it is not there. */
+static inline int cfa_rule(uint64_t ra, uint64_t *rule)
+{
+	const struct tp_hk_cfa *tab = hk.cfa;
+	uint32_t i = tp_hk_cfa_hash(ra);
+
+	for (uint32_t k = 0; k < TP_HK_CFA_PROBES; k++, i = (i + 1) & (TP_HK_CFA_SLOTS - 1)) {
+		uint64_t at = __atomic_load_n(&tab[i].ra, __ATOMIC_ACQUIRE);
+
+		if (!at)
+			return 0;
+		if (at != ra)
+			continue;
+		*rule = __atomic_load_n(&tab[i].rule, __ATOMIC_ACQUIRE);
+		/* tracepad may have cleared the slot and filled it again meanwhile */
+		return __atomic_load_n(&tab[i].ra, __ATOMIC_ACQUIRE) == ra &&
+		       (*rule & TP_HK_CFA_VALID);
+	}
+	return 0;
+}
+
+/* A stack word for the walk: 0 outside [@lo, *@hi) or where it cannot be read, as tracepad's
+ * unwinder sees it in the stack copy the entry would carry instead (a zero return address
+ * ends the stack there), so that both give the same frames.  The copy stops at the first
+ * page it cannot read: so does *@hi. */
+static inline uint64_t word(uint64_t at, uint64_t lo, uint64_t *hi)
+{
+	uint64_t v;
+
+	if (at < lo || at + 8 > *hi)
+		return 0;
+	if (tp_rt_mem_read_fast(at, &v, 8)) {
+		*hi = at & ~4095ull;
+		return 0;
+	}
+	return v;
+}
+
+/* The backtrace of an entry with registers @r, walked by the CFA table up to @max frames over
+ * the @span bytes of stack a copy would hold, as a TP_HK_P_PCS piece at @at: its length, 0
+ * when a caller is not in the table (or the stack is not as the table says), and the stack
+ * is copied for tracepad's unwinder instead. */
+static uint32_t walk(const struct hstate *t, const struct tp_rt_regs *r, uint8_t *at, uint32_t max,
+		     uint32_t span)
+{
+	struct tp_hk_piece *h = (struct tp_hk_piece *)at;
+	uint64_t *pcs = (uint64_t *)(h + 1);
+	uint64_t tramp = (uint64_t)(uintptr_t)&tp_hk_tramp, cfa = r->rsp + 8, rbp = r->rbp;
+	uint64_t lo = r->rsp, hi = r->rsp + span;
+	const struct shadow *s = t->sh;
+	uint32_t n = 1, k = s ? s->n : 0;
+	uint64_t end = 0;
+
+	/* at the entry: the CFA is rsp + 8, rbp the caller's (tracepad checked the CFI says
+	 * so before it planned the walk) */
+	pcs[0] = r->rip;
+	while (n < max) {
+		uint64_t ra = word(cfa - 8, lo, &hi), rule, next;
+
+		if (ra == tramp) {
+			/* a frame whose return is followed: its real address (shadow frames run
+			 * from the outermost, highest slot, to the innermost) */
+			while (k && s->f[k - 1].slot < cfa - 8)
+				k--;
+			if (!k || s->f[k - 1].slot != cfa - 8)
+				return 0;
+			ra = s->f[k - 1].ret;
+		}
+		if (!ra) { /* as libdw: a zero return address ends the stack */
+			end = TP_HK_PCS_END;
+			break;
+		}
+		pcs[n++] = ra;
+		if (n == max)
+			break;
+		if (!cfa_rule(ra, &rule))
+			return 0;
+		if (rule & TP_HK_CFA_END) {
+			end = TP_HK_PCS_END;
+			break;
+		}
+		next = ((rule & TP_HK_CFA_BP) ? rbp : cfa) + (uint64_t)(int64_t)(int32_t)rule;
+		if (next <= cfa) /* frames only go up the stack */
+			return 0;
+		if (rule & TP_HK_CFA_BP_SAVED)
+			rbp = word(next + (uint64_t)(int64_t)(int16_t)(rule >> 32), lo, &hi);
+		cfa = next;
+	}
+	*h = (struct tp_hk_piece){end, n * 8, TP_HK_P_PCS, 0};
+	return (uint32_t)sizeof(*h) + n * 8;
+}
+
+/* An entry's payload is the caller's address alone (tp_hk_payload_snap's last case). */
 static inline int only_caller(const struct tp_hk_plan *p)
 {
 	return p->snap == 8 && !p->nargs && !p->nxmm && !p->stack;
@@ -187,14 +282,21 @@ emit_p(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func, uint32_t 
 			unswap(t->sh, pl->r->rsp, v, 8);
 		size += (uint32_t)sizeof(*c) + 8;
 	} else if (room && pl->r) {
-		uint64_t *snap;
-		uint32_t n =
-		    tp_hk_payload_entry((uint8_t *)h + size, pl->plan, pl->r, pl->vregs, &snap);
+		const struct tp_hk_plan *p = pl->plan;
+		uint64_t *snap = NULL;
+		uint32_t n = tp_hk_payload_entry((uint8_t *)h + size, p, pl->r, pl->vregs), w = 0;
 
 		size += n;
+		/* a fork child's walk would read its parent's table: its layout may differ */
+		if (p->walk && p->snap > 8 && hk.cfa && hk.rs.pid == hk.ctl->pid)
+			w = walk(t, pl->r, (uint8_t *)h + size, p->walk,
+				 p->snap < TP_HK_PIECE_MAX ? p->snap : TP_HK_PIECE_MAX);
+		if (!w)
+			w = tp_hk_payload_snap((uint8_t *)h + size, p, pl->r, &snap);
+		size += w;
 		/* the stack copy holds the callers' real return addresses, for an unwinder */
 		if (snap && t->sh)
-			unswap(t->sh, pl->r->rsp, snap, pl->plan->snap);
+			unswap(t->sh, pl->r->rsp, snap, p->snap);
 	} else if (room) {
 		size += tp_hk_payload_ret((uint8_t *)h + size, pl->plan, pl->rax, pl->out);
 	}
@@ -490,6 +592,7 @@ static void unmap(void)
 {
 	tp_raw2(SYS_munmap, hk.ctl, (long)hk.size);
 	hk.ctl = NULL;
+	hk.cfa = NULL;
 }
 
 static int inside(uint64_t off, uint64_t len)
@@ -507,9 +610,11 @@ static int check(void)
 	    (c->ring_size & (c->ring_size - 1)) ||
 	    !inside(c->funcs_off, (uint64_t)c->funcs_cap * sizeof(struct tp_hk_func)) ||
 	    !inside(c->rings_off, (uint64_t)c->nrings * sizeof(struct tp_ftp_ring)) ||
-	    !inside(c->data_off, (uint64_t)c->nrings * c->ring_size) || (c->data_off & 7))
+	    !inside(c->data_off, (uint64_t)c->nrings * c->ring_size) || (c->data_off & 7) ||
+	    !inside(c->cfa_off, TP_HK_CFA_SLOTS * sizeof(struct tp_hk_cfa)) || (c->cfa_off & 15))
 		return -1;
 	hk.funcs = (struct tp_hk_func *)((uint8_t *)c + c->funcs_off);
+	hk.cfa = (const struct tp_hk_cfa *)((uint8_t *)c + c->cfa_off);
 	hk.rs = (struct tp_ag_rings){(struct tp_ftp_ring *)((uint8_t *)c + c->rings_off),
 				     (uint8_t *)c + c->data_off,
 				     c->nrings,

@@ -47,6 +47,8 @@ void tp_calls_agent_plan(struct session *s, struct agent *a, uint32_t first)
 
 	if (s->o->nplugins && !s->o->bt && !a->nobt)
 		a->nobt = calloc(TP_HK_MAX_FUNCS, sizeof(*a->nobt));
+	if ((s->o->nplugins || s->o->bt) && !a->walks)
+		a->walks = calloc(1, sizeof(*a->walks)); /* NULL: the agent never walks */
 	if ((s->o->nplugins || s->o->bt) && !a->memo)
 		a->memo = tp_unwind_memo_new(); /* NULL: every backtrace by libdw */
 	if (!a->room)
@@ -200,10 +202,82 @@ static bool snap_word(void *arg, pid_t tid, uint64_t addr, uint64_t *val)
 	return true;
 }
 
-/* Entry @h's backtrace (plugins' and --bt's): libdw unwinds the registers and the stack
- * copy it carries (its plan's snap). */
+/* ---- backtraces the agent walks (plan.walk, the block's CFA table) ---- */
+
+/* Return address @ra's rule into the CFA table, unless it is there or has no room. */
+static void rule_put(const struct agent *a, uint64_t ra, const struct tp_unwind_rule *r)
+{
+	struct tp_hk_cfa *tab = (struct tp_hk_cfa *)((uint8_t *)a->ctl + a->ctl->cfa_off);
+	uint64_t rule = TP_HK_CFA_VALID;
+	uint32_t i = tp_hk_cfa_hash(ra);
+
+	if (r->end)
+		rule |= TP_HK_CFA_END;
+	else
+		rule |=
+		    (uint32_t)(int32_t)r->cfa_off | (r->cfa_rbp ? TP_HK_CFA_BP : 0) |
+		    (r->rbp_saved ? TP_HK_CFA_BP_SAVED | (uint64_t)(uint16_t)r->rbp_off << 32 : 0);
+	for (uint32_t k = 0; k < TP_HK_CFA_PROBES; k++, i = (i + 1) & (TP_HK_CFA_SLOTS - 1)) {
+		if (tab[i].ra == ra)
+			return;
+		if (tab[i].ra)
+			continue;
+		/* the rule before the address that makes it found */
+		__atomic_store_n(&tab[i].rule, rule, __ATOMIC_RELEASE);
+		__atomic_store_n(&tab[i].ra, ra, __ATOMIC_RELEASE);
+		a->walks->rules++;
+		return;
+	}
+	a->walks->full = true;
+}
+
+/* What libdw's walk of an entry found, for the agent's next walks: the rule of each return
+ * address on the way (the last one's too, which says whether the stack ends there). */
+static void learn_walk(const struct agent *a, struct tp_unwinder *uw, const uint64_t *pcs, int n)
+{
+	for (int i = 1; i < n && !a->walks->full; i++) {
+		struct tp_unwind_rule r;
+
+		if (!tp_unwinder_rule(uw, pcs[i], true, &r))
+			rule_put(a, pcs[i], &r);
+	}
+}
+
+/* Function @j's entries are walked by the agent from now on, up to @max frames, when the CFI
+ * at its first instruction is the usual one (CFA rsp + 8, rbp the caller's), from which the
+ * agent's walk starts. */
+static void walk_plan(const struct agent *a, struct tp_unwinder *uw, uint32_t j, int max)
+{
+	struct tp_hk_plan *pl = &a->hfs[j].plan;
+	uint8_t *fn = &a->walks->fn[j];
+	struct tp_unwind_rule r;
+
+	if (*fn == 0)
+		*fn = !tp_unwinder_rule(uw, a->hfs[j].addr, false, &r) && !r.end && !r.cfa_rbp &&
+			      r.cfa_off == 8 && !r.rbp_saved
+			  ? 1
+			  : 2;
+	max = max < 255 ? max : 255;
+	if (*fn == 1 && pl->snap > 8 && pl->walk < max)
+		__atomic_store_n(&pl->walk, (uint8_t)max, __ATOMIC_RELAXED);
+}
+
+void tp_calls_agent_walks_reset(struct agent *a)
+{
+	struct tp_hk_cfa *tab;
+
+	if (!a->walks || !a->ctl)
+		return;
+	tab = (struct tp_hk_cfa *)((uint8_t *)a->ctl + a->ctl->cfa_off);
+	for (uint32_t i = 0; i < TP_HK_CFA_SLOTS; i++)
+		__atomic_store_n(&tab[i].ra, 0, __ATOMIC_RELEASE);
+	a->walks->full = false;
+}
+
+/* Entry @h's backtrace (plugins' and --bt's): the agent's walk, else libdw's unwinding of
+ * the registers and the stack copy it carries (its plan's snap). */
 int tp_calls_agent_unwind(struct session *s, const struct agent *a, pid_t tid,
-			  const struct tp_hk_rec *h, uint64_t *pcs, int max)
+			  const struct tp_hk_rec *h, uint64_t *pcs, int max, bool learn)
 {
 	struct tp_calls_pieces ps = tp_calls_agent_pieces(h);
 	const struct tp_hk_piece *p;
@@ -211,13 +285,20 @@ int tp_calls_agent_unwind(struct session *s, const struct agent *a, pid_t tid,
 	struct image *im = a->im ? a->im : tp_calls_image_of(s, a->pid);
 	uint32_t off = 0;
 	struct snap sn = {.ps = ps};
+	int n;
 
 	if (!im)
 		return -ESRCH;
 	if (!im->uw && !(im->uw = tp_unwinder_new(im->pid)))
 		return -errno;
 	while ((p = piece_next(&ps, &off)))
-		if (p->what == TP_HK_P_MEM && sn.n++ < SNAP_PIECES)
+		if (p->what == TP_HK_P_PCS && p->len >= 8) {
+			n = (int)(p->len / 8) < max ? (int)(p->len / 8) : max;
+			memcpy(pcs, p + 1, (size_t)n * 8);
+			if (a->walks)
+				a->walks->walked++;
+			return n;
+		} else if (p->what == TP_HK_P_MEM && sn.n++ < SNAP_PIECES)
 			sn.mem[sn.n - 1] = p;
 		else if (p->what == TP_HK_P_REGS && p->len == 48) {
 			const uint64_t *v = (const void *)(p + 1);
@@ -238,9 +319,17 @@ int tp_calls_agent_unwind(struct session *s, const struct agent *a, pid_t tid,
 	regs.rsp = h->sp;
 	regs.rip = a->func_of[h->func]->addr;
 	/* the same stack as before: the frames found then (a malloc loop's every call) */
-	if (!a->memo)
-		return tp_unwinder_backtrace(im->uw, tid, &regs, snap_word, &sn, pcs, max);
-	return tp_unwind_memo_backtrace(a->memo, im->uw, tid, &regs, snap_word, &sn, pcs, max);
+	n = a->memo
+		? tp_unwind_memo_backtrace(a->memo, im->uw, tid, &regs, snap_word, &sn, pcs, max)
+		: tp_unwinder_backtrace(im->uw, tid, &regs, snap_word, &sn, pcs, max);
+	if (a->walks && n > 0) {
+		a->walks->unwound++;
+		if (learn && im->pid == a->pid) {
+			learn_walk(a, im->uw, pcs, n);
+			walk_plan(a, im->uw, h->func, max);
+		}
+	}
+	return n;
 }
 
 void tp_calls_agent_current(const struct agent *a, pid_t tid, const struct tp_hk_rec *entry,
@@ -258,7 +347,8 @@ int tp_calls_agent_backtrace(struct session *s, pid_t tid, uint64_t *pcs, int ma
 		return -ESRCH;
 	if (cur_agent->nobt)
 		cur_agent->nobt[cur_entry->func] = UINT16_MAX;
-	return tp_calls_agent_unwind(s, cur_agent, tid, cur_entry, pcs, max);
+	/* plugins are for the process hooked alone (not with -f) */
+	return tp_calls_agent_unwind(s, cur_agent, tid, cur_entry, pcs, max, !s->o->follow);
 }
 
 /* Whether @h's size is one the agent writes: its registers, then no more pieces than its

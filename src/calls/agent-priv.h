@@ -22,7 +22,7 @@
 /* bytes of stack a call's record carries for plugins' backtraces (memory's 12 frames of C);
  * a function's calls whose backtrace no plugin asked for SNAP_PROBE times in a row carry only
  * the return address from then on (memory never asks at free, nor with depth=0) */
-#define SNAP_BYTES 2048
+#define SNAP_BYTES 16384
 #define SNAP_PROBE 64
 /* struct rec's aux here: a tail call (it returns with the frame below), a frame whose return
  * address was put back for an unwinder (its return may pass unseen) */
@@ -51,6 +51,7 @@ struct agent {
 	bool full;			/* the last drain found a ring over 1/8 full */
 	uint16_t *nobt;			/* calls in a row without a backtrace asked, per function */
 	struct tp_unwind_memo *memo;	/* backtraces seen (unwind.h) */
+	struct walks *walks;		/* backtraces the agent walks (agent-args.c) */
 	uint32_t (*room)[2];		/* payload bytes of an entry, a return, per function */
 };
 
@@ -114,9 +115,20 @@ struct tp_calls_pieces tp_calls_agent_pieces(const struct tp_hk_rec *h);
 ssize_t tp_calls_agent_piece_read(void *ctx, uint64_t addr, void *buf, size_t len);
 /* The vector registers the pieces carry, in @fp; false when none. */
 bool tp_calls_agent_piece_fp(const struct tp_calls_pieces *ps, struct user_fpregs_struct *fp);
-/* Entry @h's backtrace from its registers and stack copy: the count or -errno. */
+/* Backtraces of entries walked by the agent from the block's CFA table (hooks-abi.h), filled
+ * from the walks libdw made of the entries that carried their stack. */
+struct walks {
+	uint8_t fn[TP_HK_MAX_FUNCS]; /* 0: not decided yet, 1: walked, 2: never (its CFI) */
+	uint64_t walked, unwound, rules;
+	bool full; /* the table has taken all it could */
+};
+/* The CFA table emptied: objects are gone, their return addresses may be others' now. */
+void tp_calls_agent_walks_reset(struct agent *a);
+/* Entry @h's backtrace: the agent's walk, else libdw's from its registers and stack copy,
+ * from which the CFA table learns when @learn (@h is of the block's own process, not of a
+ * fork child sharing it).  The count or -errno. */
 int tp_calls_agent_unwind(struct session *s, const struct agent *a, pid_t tid,
-			  const struct tp_hk_rec *h, uint64_t *pcs, int max);
+			  const struct tp_hk_rec *h, uint64_t *pcs, int max, bool learn);
 /* The record whose plugins' call() (@entry, thread @tid) or ret() runs now; NULLs after. */
 void tp_calls_agent_current(const struct agent *a, pid_t tid, const struct tp_hk_rec *entry,
 			    const struct tp_hk_rec *rec);

@@ -241,7 +241,7 @@ static int resolve_ifuncs(struct session *s, struct image *im, pid_t tid)
 static int block_new(struct session *s, struct image *im, struct agent *a)
 {
 	struct pick p = {s, im, a, TP_HK_MAX_FUNCS, 0, 0};
-	uint64_t rings_off, data_off, funcs_off = sizeof(struct tp_hk_ctl);
+	uint64_t rings_off, cfa_off, data_off, funcs_off = sizeof(struct tp_hk_ctl);
 
 	tp_hash_foreach(&im->funcs, pick_one, &p);
 	if (p.over)
@@ -250,7 +250,8 @@ static int block_new(struct session *s, struct image *im, struct agent *a)
 	/* room for the functions of objects dlopen'ed later */
 	rings_off =
 	    (funcs_off + (uint64_t)TP_HK_MAX_FUNCS * sizeof(struct tp_hk_func) + 63) & ~63ull;
-	data_off = (rings_off + RINGS * sizeof(struct tp_ftp_ring) + 4095) & ~4095ull;
+	cfa_off = (rings_off + RINGS * sizeof(struct tp_ftp_ring) + 63) & ~63ull;
+	data_off = (cfa_off + TP_HK_CFA_SLOTS * sizeof(struct tp_hk_cfa) + 4095) & ~4095ull;
 	a->size = data_off + (uint64_t)RINGS * RING_SIZE;
 	a->fd = (int)syscall(SYS_memfd_create, "tracepad-hooks", 1u /* MFD_CLOEXEC */);
 	if (a->fd < 0)
@@ -274,6 +275,7 @@ static int block_new(struct session *s, struct image *im, struct agent *a)
 	    .ring_size = RING_SIZE,
 	    .tracer_pid = (int32_t)getpid(),
 	    .funcs_cap = TP_HK_MAX_FUNCS,
+	    .cfa_off = cfa_off,
 	};
 	a->hfs = (struct tp_hk_func *)((uint8_t *)a->ctl + funcs_off);
 	a->func_of = calloc(TP_HK_MAX_FUNCS, sizeof(*a->func_of));

@@ -218,6 +218,7 @@ void tp_calls_agent_free(struct agent *a)
 	free(a->func_of);
 	free(a->orig);
 	free(a->nobt);
+	free(a->walks);
 	tp_unwind_memo_free(a->memo);
 	free(a->room);
 	free(a);
@@ -421,8 +422,8 @@ static void finish(struct session *s, struct agent *a, struct thread *t, const s
 static void backtrace_of(struct session *s, struct agent *a, struct thread *t,
 			 const struct tp_hk_rec *h, struct rec *rc)
 {
-	int n =
-	    tp_calls_agent_unwind(s, a, t->tid, h, rc->pcs, s->o->bt + 1 < 64 ? s->o->bt + 1 : 64);
+	int n = tp_calls_agent_unwind(s, a, t->tid, h, rc->pcs,
+				      s->o->bt + 1 < 64 ? s->o->bt + 1 : 64, t->pid == a->pid);
 
 	rc->npcs = n > 0 ? n : 0;
 }
@@ -591,6 +592,8 @@ static void dl_answer(struct session *s, struct agent *a, uint32_t seq)
 	if (seq == a->dl_done || !a->im)
 		return;
 	r = tp_calls_agent_select_more(s, a, &first);
+	/* an object gone may leave its addresses to another: its return addresses' rules go */
+	tp_calls_agent_walks_reset(a);
 	if (r)
 		tp_warn("--engine agent: the objects of process %d after a dlopen: %s", a->pid,
 			strerror(-r));
@@ -827,6 +830,11 @@ void tp_calls_agent_lost(const struct agent *a)
 			" of threads without a ring, %" PRIu64 " in signal handlers inside a "
 			"hook, %" PRIu64 " too deep",
 			a->ctl->lost, a->ctl->no_ring, a->ctl->nested, a->ctl->deep);
+	if (a->walks)
+		tp_dbg("--engine agent: backtraces: %" PRIu64 " walked by the agent, %" PRIu64
+		       " unwound from stack copies; %" PRIu64 " return addresses' CFA rules%s",
+		       a->walks->walked, a->walks->unwound, a->walks->rules,
+		       a->walks->full ? " (the table is full)" : "");
 }
 
 int tp_calls_agent_run(struct session *s)
@@ -952,6 +960,7 @@ out:
 	free(a.func_of);
 	free(a.orig);
 	free(a.nobt);
+	free(a.walks);
 	tp_unwind_memo_free(a.memo);
 	free(a.room);
 	return r;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dwarf.h>
 #include <elfutils/libdwfl.h>
 
 #include "calls/unwind.h"
@@ -221,4 +222,72 @@ int tp_unwinder_backtrace(struct tp_unwinder *u, pid_t tid, const struct user_re
 	u->subst = NULL;
 	u->pcs = NULL;
 	return u->n;
+}
+
+/* A register rule "at CFA + offset" (libdw's two operations for it): its offset. */
+static bool at_cfa(const Dwarf_Op *ops, size_t n, int64_t *off)
+{
+	if (n != 2 || ops[0].atom != DW_OP_call_frame_cfa || ops[1].atom != DW_OP_plus_uconst)
+		return false;
+	*off = (int64_t)ops[1].number;
+	return true;
+}
+
+static int frame_rule(Dwarf_Frame *f, struct tp_unwind_rule *r)
+{
+	Dwarf_Op mem[3], *ops;
+	size_t n;
+	bool signal;
+	int64_t off;
+
+	memset(r, 0, sizeof(*r));
+	if (dwarf_frame_info(f, NULL, NULL, &signal) < 0 || signal)
+		return -ENOENT;
+	/* DWARF register 16: the return address column */
+	if (dwarf_frame_register(f, 16, mem, &ops, &n))
+		return -ENOENT;
+	if (!n && ops == mem) {
+		r->end = true; /* undefined: no caller */
+		return 0;
+	}
+	if (!at_cfa(ops, n, &off) || off != -8)
+		return -ENOENT;
+	if (dwarf_frame_cfa(f, &ops, &n) || n != 1 || ops[0].atom != DW_OP_bregx ||
+	    (ops[0].number != 6 && ops[0].number != 7))
+		return -ENOENT;
+	r->cfa_rbp = ops[0].number == 6;
+	r->cfa_off = (int64_t)ops[0].number2;
+	if (r->cfa_off != (int32_t)r->cfa_off)
+		return -ENOENT;
+	if (dwarf_frame_register(f, 6, mem, &ops, &n))
+		return -ENOENT;
+	if (n || ops) {
+		if (!at_cfa(ops, n, &r->rbp_off) || r->rbp_off != (int16_t)r->rbp_off)
+			return -ENOENT;
+		r->rbp_saved = true;
+	}
+	return 0;
+}
+
+int tp_unwinder_rule(struct tp_unwinder *u, uint64_t pc, bool ret, struct tp_unwind_rule *r)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(u->dwfl, ret ? pc - 1 : pc);
+
+	if (!mod)
+		return -ENOENT;
+	/* as libdwfl's frame unwinder: .eh_frame, then .debug_frame */
+	for (int which = 0; which < 2; which++) {
+		Dwarf_Addr bias;
+		Dwarf_CFI *cfi =
+		    which ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
+		Dwarf_Frame *f;
+		int err;
+
+		if (!cfi || dwarf_cfi_addrframe(cfi, (ret ? pc - 1 : pc) - bias, &f))
+			continue;
+		err = frame_rule(f, r);
+		free(f);
+		return err;
+	}
+	return -ENOENT;
 }

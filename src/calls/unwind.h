@@ -33,6 +33,20 @@ typedef bool (*tp_unwind_subst_fn)(void *arg, pid_t tid, uint64_t addr, uint64_t
 int tp_unwinder_backtrace(struct tp_unwinder *u, pid_t tid, const struct user_regs_struct *regs,
 			  tp_unwind_subst_fn subst, void *arg, uint64_t *pcs, int max);
 
+/* How a frame at @pc finds its caller, when the CFI libdw's walk reads there (.eh_frame
+ * first, then .debug_frame; at pc - 1 for a return address, @ret) says it simply enough for
+ * the agent to walk it (hooks-abi.h's CFA table): the caller's CFA is rsp or rbp plus an
+ * offset, its return address at CFA - 8, rbp the same or saved at CFA plus an offset; or
+ * the frame is the outermost (the return address undefined). */
+struct tp_unwind_rule {
+	bool end;
+	bool cfa_rbp; /* the CFA is rbp + cfa_off, else rsp + cfa_off */
+	bool rbp_saved;
+	int64_t cfa_off, rbp_off;
+};
+/* 0, or -ENOENT when the CFI says something else, or nothing, there. */
+int tp_unwinder_rule(struct tp_unwinder *u, uint64_t pc, bool ret, struct tp_unwind_rule *r);
+
 /* Backtraces remembered (unwind-memo.c): libdw's walk is a function of the registers and of
  * the stack words it reads, so a walk from the same pc and stack pointer over the same words
  * gives the same frames.  Only for walks whose @word serves every read (a stack copy). */

@@ -1,24 +1,29 @@
 #!/usr/bin/env python3
-"""memory plugin, allocation sites: a program keeping one block a round from each of 7 call
+"""memory plugin, allocation sites: a program keeping one block a round from each of 9 call
 chains (malloc 1 to 5 calls of down() deep, through a function with a frame pointer, calloc
-from main), the same chains every round but with other register and stack values, gets 7
-still-reachable records of exactly a round's count each, whose backtraces name each chain
-(down() as many times as it was deep): no block is put under another chain's backtrace (the
-agent engine remembers walks it has seen: src/calls/unwind-memo.c).  Totals as memcheck's."""
+from main, under 6 frames of 600 bytes, in a signal handler), the same chains every round but
+with other register and stack values, gets 9 still-reachable records of exactly a round's
+count each, whose backtraces name each chain (down() as many times as it was deep): no block
+is put under another chain's backtrace.  The agent engine remembers walks it has seen
+(src/calls/unwind-memo.c) and, once tracepad has read the callers' CFI, walks the backtraces
+in the program (TRACEPAD_DEBUG's count of them is checked): those walks give the frames
+libdw gives.  Totals as memcheck's."""
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memlib import check, done, memcheck, target, tracepad, same_as_memcheck  # noqa: E402
+from memlib import (ENGINE, check, done, memcheck, target, tracepad,  # noqa: E402
+                    same_as_memcheck)
 
 ROUNDS = 300
 argv = [target("mem-sites"), str(ROUNDS)]
-r = tracepad(argv)
+r = tracepad(argv, env=dict(os.environ, TRACEPAD_DEBUG="1"))
 rep = r.report
 check(r.rc == 0 and b"%d rounds" % ROUNDS in r.out, "the target ran its rounds under tracepad",
       r)
 groups = [g for g in rep.groups if g["kind"] == "still reachable"]
-check(len(groups) == 7, "7 still-reachable records, one a call chain", groups)
+check(len(groups) == 9, "9 still-reachable records, one a call chain", groups)
 
 
 def named(g, fn):
@@ -43,6 +48,23 @@ check(len(g) == 1 and g[0]["blocks"] == ROUNDS and "calloc" in g[0]["frames"][0]
       named(g[0], "main") == 1 and len(g[0]["frames"]) >= 2 and
       "main" in g[0]["frames"][1],
       "calloc from main: %d blocks, main its caller" % ROUNDS, g or groups)
+g = [g for g in groups if g["bytes"] == ROUNDS * 50]
+check(len(g) == 1 and g[0]["blocks"] == ROUNDS and named(g[0], "wide") == 6 and
+      named(g[0], "main") == 1,
+      "malloc under 6 frames of 600 bytes: %d blocks, every frame in the backtrace" % ROUNDS,
+      g or groups)
+g = [g for g in groups if g["bytes"] == ROUNDS * 60]
+check(len(g) == 1 and g[0]["blocks"] == ROUNDS and named(g[0], "on_usr1") == 1 and
+      named(g[0], "raise") == 1 and named(g[0], "main") == 1,
+      "malloc in a signal handler: %d blocks, the backtrace through the signal frame to "
+      "raise() and main" % ROUNDS, g or groups)
+if "agent" in ENGINE:
+    m = re.search(r"backtraces: (\d+) walked by the agent, (\d+) unwound", r.err)
+    # the first rounds go before tracepad has drained any: copies, until it knows the CFI
+    check(m and rep.usage and int(m.group(1)) >= ROUNDS and
+          int(m.group(1)) + int(m.group(2)) == rep.usage[0],
+          "the agent walked backtraces itself: at least a round's, and every allocation's "
+          "backtrace either walked or unwound", (m and m.group(0), rep.usage, r.err[-2000:]))
 check(rep.kinds.get("definitely lost") == (0, 0), "nothing lost", rep.totals())
 same_as_memcheck(r, memcheck(argv), "sites")
 done()

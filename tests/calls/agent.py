@@ -99,17 +99,23 @@ check(a.rc == 0 and shape(a) == shape(p) and len(shape(a)) == 15
       "agent:\n%s\nptrace:\n%s" % (a.text[:800], p.text[:800]))
 
 # --bt: each call's backtrace from its entry, unwound by tracepad over the stack the agent
-# copied (return addresses the trampoline holds put back): the ptrace engine's lines.
+# copied (return addresses the trampoline holds put back), or, once tracepad has read the
+# callers' CFI, walked by the agent (through the trampoline's return addresses of the
+# enclosing traced calls): the ptrace engine's lines, 4 rounds of calls 20 ms apart.
 PID = re.compile(r"^\[\d+\]")
+WALKED = re.compile(r"backtraces: (\d+) walked by the agent, (\d+) unwound")
 for opt in ("--bt", "--bt=2"):
     sel = ["-e", "libtpcalls:tpc_[abc]", opt]
-    a = calls(AGENT + sel, [multi, "nest"])
-    p = calls(PTRACE + sel, [multi, "nest"])
+    a = calls(AGENT + sel, [multi, "nest", "4"], env=dict(os.environ, TRACEPAD_DEBUG="1"))
+    p = calls(PTRACE + sel, [multi, "nest", "4"])
     la = [PID.sub("[PID]", ln) for ln in a.lines]
     lp = [PID.sub("[PID]", ln) for ln in p.lines]
-    check(a.rc == 0 and la == lp and sum(" at " in ln for ln in la) > 15,
+    check(a.rc == 0 and la == lp and sum(" at " in ln for ln in la) > 60,
           "%s: the ptrace engine's lines and frames" % opt,
           "agent:\n%s\nptrace:\n%s" % ("\n".join(la[:20]), "\n".join(lp[:20])))
+    m = WALKED.search(a.err)
+    check(m and int(m.group(1)) > 0, "%s: backtraces walked by the agent as well" % opt,
+          m and m.group(0) or a.err[-1500:])
 
 # Frames left by longjmp and by C++ exceptions: the program unchanged, the same lines.
 cases = [("longjmp", [multi, "longjmp"], LIB)]

@@ -67,12 +67,18 @@ static int cmd_threads(void)
 	return 0;
 }
 
-static int cmd_nest(void)
+/* nest [ROUNDS]: nested and tail calls, ROUNDS times 20 ms apart (tracepad drains between). */
+static int cmd_nest(int rounds)
 {
-	for (int x = 1; x <= 3; x++)
-		printf("a %d = %d\n", x, tpc_a(x));
-	for (int x = 1; x <= 3; x++)
-		printf("tail %d = %d\n", x, tpc_tail(x));
+	for (int r = 0; r < rounds; r++) {
+		if (r)
+			usleep(20000);
+		for (int x = 1; x <= 3; x++)
+			printf("a %d = %d\n", x, tpc_a(x));
+		for (int x = 1; x <= 3; x++)
+			printf("tail %d = %d\n", x, tpc_tail(x));
+		fflush(stdout);
+	}
 	return 0;
 }
 
@@ -716,7 +722,7 @@ int main(int argc, char **argv)
 		return cmd_threads();
 	}
 	if (!strcmp(cmd, "nest"))
-		return cmd_nest();
+		return cmd_nest(argc > 2 ? atoi(argv[2]) : 1);
 	if (!strcmp(cmd, "forkexec") && argc > 2)
 		return cmd_forkexec(argv[2]);
 	if (!strcmp(cmd, "longjmp"))
@@ -758,7 +764,8 @@ int main(int argc, char **argv)
 		return cmd_sigloop(atof(argv[2]), argc > 3 ? atoi(argv[3]) : 1);
 	}
 	fprintf(stderr,
-		"usage: %s threads [SCALE]|nest|forkexec PROG|longjmp|loop [S]|badexec F|spawn "
+		"usage: %s threads [SCALE]|nest [ROUNDS]|forkexec PROG|longjmp|loop [S]|badexec "
+		"F|spawn "
 		"F|cold|errno|signal|sigign|rec N|threxit|threxec P|dlopen L|vfork "
 		"P|wait|notsc|sigloop S [N [periodic]]|sigpair\n",
 		argv[0]);

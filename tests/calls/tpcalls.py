@@ -140,7 +140,7 @@ def run(argv, timeout=TIMEOUT, cwd=None, env=None):
     return runlib.run(argv, timeout, cwd=cwd, env=env, cls=Run)
 
 
-def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None, engine=ENGINE):
+def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None, engine=ENGINE, env=None):
     """tracepad calls --engine ENGINE OPTS -o TMP -- PROG...; the output file's text is in
     .text.  No --engine added when OPTS has one, nor with engine=None (the default choice)."""
     fd, path = tempfile.mkstemp(prefix="tp-calls-", suffix=".out")
@@ -150,7 +150,7 @@ def calls(opts, prog_argv=None, timeout=TIMEOUT, cwd=None, pid=None, engine=ENGI
                                   else []) + list(opts) + ["-o", path]
     argv += ["-p", str(pid)] if pid is not None else ["--"] + list(prog_argv)
     try:
-        r = run(argv, timeout, cwd)
+        r = run(argv, timeout, cwd, env)
         try:
             with open(path, errors="replace") as f:
                 r.text = f.read()
