@@ -68,6 +68,10 @@ int tp_calls_agent_select_more(struct session *s, struct agent *a, uint32_t *fir
 /* agent.c, for -f (agent-follow.c). */
 struct agent *tp_calls_agent_new(pid_t pid);
 void tp_calls_agent_free(struct agent *a);
+/* Everything @a holds let go (the block, the tables, its place in the crash guard's list):
+ * as tp_calls_agent_new left it, for the same process (after an exec, which took the hooks
+ * and the agent away). */
+void tp_calls_agent_clear(struct agent *a);
 /* Hook @a's process, stopped at its entry point (every thread stopped): select, load the
  * agent, place the pads.  0 or -errno (said). */
 int tp_calls_agent_hook(struct session *s, struct agent *a);

@@ -113,6 +113,53 @@ static int on_child(struct session *s, struct agent *a, struct exit_bp *x,
 	}
 }
 
+/* An execve: the old image's calls in flight end untraced, its hooks, block and agent gone
+ * with it; plugins see a new process, as with the ptrace engine.  The new image runs to where
+ * a launched program is hooked (a static one on to its main) and is hooked anew; one that
+ * cannot be runs on untraced.  -ECHILD: the process ended on the way. */
+static int on_exec(struct session *s, struct agent *a, struct exit_bp *x, const struct tp_event *ev)
+{
+	struct thread *t;
+	pid_t tids[64];
+	int r, n;
+
+	tp_calls_agent_drain(s, a);
+	t = tp_calls_thread_of(s, ev->old_tid ? ev->old_tid : ev->tid);
+	if (t) {
+		t->pid = ev->pid;
+		tp_calls_thread_exec(s, t, ev->tid);
+	}
+	tp_calls_agent_clear(a);
+	*x = (struct exit_bp){0};
+	tp_plugins_process(s->plugins, a->pid, TRACEPAD_PROC_START);
+	a->launched = true;
+	r = tp_calls_agent_to_entry(s, a->pid);
+	if (r == -ESRCH)
+		return -ECHILD;
+	if (!r)
+		r = tp_calls_agent_hook(s, a);
+	if (r == -ESRCH)
+		return -ECHILD;
+	t = tp_calls_agent_thread(s, a->pid, ev->tid);
+	if (r) {
+		tp_warn("process %d: its new image cannot be hooked: not traced", a->pid);
+		tp_calls_agent_clear(a);
+	} else {
+		if (t)
+			t->img = a->im;
+		exit_plant(s, a, a->im, x);
+	}
+	if (t)
+		tp_calls_event_exec(s, t);
+	/* as at the start: the held threads, then the one that ran to the hooks */
+	r = tp_proc_resume_all(s->p);
+	n = tp_proc_tasks_of(s->p, a->pid, tids, 64);
+	for (int i = 0; !r && i < n && i < 64; i++)
+		if (tp_proc_resume(s->p, tids[i], TP_RESUME_CONT, 0) == -ESRCH)
+			r = -ESRCH;
+	return r;
+}
+
 static int on_event(struct session *s, struct agent *a, struct exit_bp *x,
 		    const struct tp_event *ev)
 {
@@ -123,6 +170,8 @@ static int on_event(struct session *s, struct agent *a, struct exit_bp *x,
 	if (ev->pid != a->pid)
 		return on_child(s, a, x, ev);
 	switch (ev->kind) {
+	case TP_EV_EXEC:
+		return on_exec(s, a, x, ev);
 	case TP_EV_FORK:
 		/* children are not traced (no -f): a fork child gets its byte back and goes */
 		if (!ev->vm_shared) {
@@ -240,6 +289,12 @@ int tp_calls_agent_watch(struct session *s, struct agent *a, bool *ended, int *s
 		r = on_event(s, a, &x, &ev);
 		if (r == -ESRCH)
 			r = 0;
+		if (r == -ECHILD) { /* an exec'd image that ended before its hooks */
+			*st = s->status;
+			*ended = true;
+			r = 0;
+			break;
+		}
 	}
 	tp_calls_tick(s->p, 0);
 	tp_calls_agent_drain(s, a);

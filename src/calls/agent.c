@@ -206,10 +206,10 @@ struct agent *tp_calls_agent_new(pid_t pid)
 	return a;
 }
 
-void tp_calls_agent_free(struct agent *a)
+void tp_calls_agent_clear(struct agent *a)
 {
-	if (!a)
-		return;
+	pid_t pid = a->pid;
+
 	tp_calls_agent_unguard(a);
 	if (a->ctl)
 		munmap(a->ctl, a->size);
@@ -221,6 +221,14 @@ void tp_calls_agent_free(struct agent *a)
 	free(a->walks);
 	tp_unwind_memo_free(a->memo);
 	free(a->room);
+	*a = (struct agent){.fd = -1, .pid = pid};
+}
+
+void tp_calls_agent_free(struct agent *a)
+{
+	if (!a)
+		return;
+	tp_calls_agent_clear(a);
 	free(a);
 }
 
@@ -670,15 +678,20 @@ static void give_back(struct ring_rd *rd)
  * order; of several, the earliest time stamp first. */
 uint64_t tp_calls_agent_drain(struct session *s, struct agent *a)
 {
-	struct tp_ftp_ring *rings = (void *)((uint8_t *)a->ctl + a->ctl->rings_off);
-	uint32_t size = a->ctl->ring_size;
+	struct tp_ftp_ring *rings;
+	uint32_t size, dl_seq;
 	struct ring_rd rds[RINGS];
 	const struct tp_hk_rec *cur[RINGS];
 	int n = 0;
 	uint64_t done = 0;
+
+	if (!a->ctl)
+		return 0; /* an exec'd image that could not be hooked (agent-watch.c) */
+	rings = (void *)((uint8_t *)a->ctl + a->ctl->rings_off);
+	size = a->ctl->ring_size;
 	/* before the heads: every record written before a dlopen's or dlclose's request is
 	 * drained before it is answered (a dlclose frees its functions) */
-	uint32_t dl_seq = a->ctl->rdebug ? __atomic_load_n(&a->ctl->dl_seq, __ATOMIC_ACQUIRE) : 0;
+	dl_seq = a->ctl->rdebug ? __atomic_load_n(&a->ctl->dl_seq, __ATOMIC_ACQUIRE) : 0;
 
 	a->full = false;
 	clock_anchor(s, a);
@@ -771,7 +784,7 @@ int tp_calls_agent_leave(struct session *s, struct agent *a)
 
 	if (r)
 		return r == -ESRCH ? 0 : r;
-	r = tp_calls_agent_unhook(s, a, a->pid);
+	r = a->ctl ? tp_calls_agent_unhook(s, a, a->pid) : 0;
 	a->live = false;
 	tp_calls_agent_unguard(a);
 	tp_proc_detach(s->p);
@@ -952,16 +965,6 @@ done:
 	}
 out:
 	tp_proc_guard_clear();
-	tp_calls_agent_unguard(&a);
-	if (a.ctl)
-		munmap(a.ctl, a.size);
-	if (a.fd >= 0)
-		close(a.fd);
-	free(a.func_of);
-	free(a.orig);
-	free(a.nobt);
-	free(a.walks);
-	tp_unwind_memo_free(a.memo);
-	free(a.room);
+	tp_calls_agent_clear(&a);
 	return r;
 }

@@ -7,7 +7,8 @@ count each, whose backtraces name each chain (down() as many times as it was dee
 is put under another chain's backtrace.  The agent engine remembers walks it has seen
 (src/calls/unwind-memo.c) and, once tracepad has read the callers' CFI, walks the backtraces
 in the program (TRACEPAD_DEBUG's count of them is checked): those walks give the frames
-libdw gives.  Totals as memcheck's."""
+libdw gives.  Totals as memcheck's.  The same program exec'd by sh: its own report, as
+memcheck's of it run directly."""
 import os
 import re
 import sys
@@ -66,5 +67,16 @@ if "agent" in ENGINE:
           "the agent walked backtraces itself: at least a round's, and every allocation's "
           "backtrace either walked or unwound", (m and m.group(0), rep.usage, r.err[-2000:]))
 check(rep.kinds.get("definitely lost") == (0, 0), "nothing lost", rep.totals())
-same_as_memcheck(r, memcheck(argv), "sites")
+vg = memcheck(argv)
+same_as_memcheck(r, vg, "sites")
+
+# The program exec'd by a shell: the plugin reports the new image (the shell's allocations
+# are another process's as far as it is concerned), its 9 chains, memcheck's totals for the
+# program run directly; the agent engine hooks the new image anew.
+ex = tracepad(["sh", "-c", 'exec "$0" "$@"', argv[0], "50"])
+check(ex.rc == 0 and b"50 rounds" in ex.out, "exec'd by sh: the program ran under tracepad", ex)
+groups = [g for g in ex.report.groups if g["kind"] == "still reachable"] if ex.report else []
+check(len(groups) == 9 and all(g["blocks"] == 50 for g in groups),
+      "exec'd by sh: 9 still-reachable records of 50 blocks each", ex)
+same_as_memcheck(ex, memcheck([argv[0], "50"]), "exec'd by sh")
 done()
