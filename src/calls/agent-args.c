@@ -204,10 +204,15 @@ static bool snap_word(void *arg, pid_t tid, uint64_t addr, uint64_t *val)
 
 /* ---- backtraces the agent walks (plan.walk, the block's CFA table) ---- */
 
+static struct tp_hk_cfa *cfa_table(const struct agent *a)
+{
+	return (struct tp_hk_cfa *)((uint8_t *)a->ctl + a->ctl->cfa_off);
+}
+
 /* Return address @ra's rule into the CFA table, unless it is there or has no room. */
 static void rule_put(const struct agent *a, uint64_t ra, const struct tp_unwind_rule *r)
 {
-	struct tp_hk_cfa *tab = (struct tp_hk_cfa *)((uint8_t *)a->ctl + a->ctl->cfa_off);
+	struct tp_hk_cfa *tab = cfa_table(a);
 	uint64_t rule = TP_HK_CFA_VALID;
 	uint32_t i = tp_hk_cfa_hash(ra);
 
@@ -264,13 +269,10 @@ static void walk_plan(const struct agent *a, struct tp_unwinder *uw, uint32_t j,
 
 void tp_calls_agent_walks_reset(struct agent *a)
 {
-	struct tp_hk_cfa *tab;
-
 	if (!a->walks || !a->ctl)
 		return;
-	tab = (struct tp_hk_cfa *)((uint8_t *)a->ctl + a->ctl->cfa_off);
 	for (uint32_t i = 0; i < TP_HK_CFA_SLOTS; i++)
-		__atomic_store_n(&tab[i].ra, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&cfa_table(a)[i].ra, 0, __ATOMIC_RELEASE);
 	a->walks->full = false;
 }
 
@@ -324,7 +326,7 @@ int tp_calls_agent_unwind(struct session *s, const struct agent *a, pid_t tid,
 		: tp_unwinder_backtrace(im->uw, tid, &regs, snap_word, &sn, pcs, max);
 	if (a->walks && n > 0) {
 		a->walks->unwound++;
-		if (learn && im->pid == a->pid) {
+		if (learn) {
 			learn_walk(a, im->uw, pcs, n);
 			walk_plan(a, im->uw, h->func, max);
 		}

@@ -19,8 +19,9 @@
 #define ORIG_LEN 16		 /* bytes compared before and after, at each address */
 #define BT_BYTES 16384		 /* --bt: stack bytes each entry copies for the unwinder */
 #define STACK_MAX 1024		 /* bytes of stack-passed arguments a record carries at most */
-/* bytes of stack a call's record carries for plugins' backtraces (memory's 12 frames of C);
- * a function's calls whose backtrace no plugin asked for SNAP_PROBE times in a row carry only
+/* bytes of stack a call's record carries for plugins' backtraces when the agent cannot walk
+ * them (as --bt's: the agent engine's backtraces reach as far as the ptrace engine's); a
+ * function's calls whose backtrace no plugin asked for SNAP_PROBE times in a row carry only
  * the return address from then on (memory never asks at free, nor with depth=0) */
 #define SNAP_BYTES 16384
 #define SNAP_PROBE 64

@@ -113,6 +113,19 @@ static int on_child(struct session *s, struct agent *a, struct exit_bp *x,
 	}
 }
 
+/* After the hooks went in: the threads tracepad held, then every thread of @pid (the one that
+ * took the entry stop and the injected calls). */
+static int resume_hooked(struct session *s, pid_t pid)
+{
+	pid_t tids[4096];
+	int r = tp_proc_resume_all(s->p), n = tp_proc_tasks_of(s->p, pid, tids, 4096);
+
+	for (int i = 0; !r && i < n && i < 4096; i++)
+		if (tp_proc_resume(s->p, tids[i], TP_RESUME_CONT, 0) == -ESRCH)
+			r = -ESRCH;
+	return r;
+}
+
 /* An execve: the old image's calls in flight end untraced, its hooks, block and agent gone
  * with it; plugins see a new process, as with the ptrace engine.  The new image runs to where
  * a launched program is hooked (a static one on to its main) and is hooked anew; one that
@@ -120,8 +133,7 @@ static int on_child(struct session *s, struct agent *a, struct exit_bp *x,
 static int on_exec(struct session *s, struct agent *a, struct exit_bp *x, const struct tp_event *ev)
 {
 	struct thread *t;
-	pid_t tids[64];
-	int r, n;
+	int r;
 
 	tp_calls_agent_drain(s, a);
 	t = tp_calls_thread_of(s, ev->old_tid ? ev->old_tid : ev->tid);
@@ -151,13 +163,7 @@ static int on_exec(struct session *s, struct agent *a, struct exit_bp *x, const 
 	}
 	if (t)
 		tp_calls_event_exec(s, t);
-	/* as at the start: the held threads, then the one that ran to the hooks */
-	r = tp_proc_resume_all(s->p);
-	n = tp_proc_tasks_of(s->p, a->pid, tids, 64);
-	for (int i = 0; !r && i < n && i < 64; i++)
-		if (tp_proc_resume(s->p, tids[i], TP_RESUME_CONT, 0) == -ESRCH)
-			r = -ESRCH;
-	return r;
+	return resume_hooked(s, a->pid);
 }
 
 static int on_event(struct session *s, struct agent *a, struct exit_bp *x,
@@ -241,11 +247,7 @@ int tp_calls_agent_watch(struct session *s, struct agent *a, bool *ended, int *s
 	exit_plant(s, a, im, &x);
 	if (s->o->pid && s->o->duration > 0)
 		deadline = tp_calls_now_ns() + (uint64_t)(s->o->duration * 1e9);
-	/* the held threads, then the one that took the entry stop and the injected calls */
-	r = tp_proc_resume_all(s->p);
-	for (int i = 0; !r && i < n && i < 4096; i++)
-		if (tp_proc_resume(s->p, tids[i], TP_RESUME_CONT, 0) == -ESRCH)
-			r = -ESRCH;
+	r = resume_hooked(s, a->pid);
 	tp_calls_tick(s->p, WATCH_TICK_US);
 	while (!r && !(s->o->stop && *s->o->stop) && !(deadline && tp_calls_now_ns() >= deadline)) {
 		struct tp_event ev;
