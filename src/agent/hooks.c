@@ -28,11 +28,13 @@
 #define SHADOWS_MAX 4096   /* threads of a process with a shadow stack at once */
 #define HIT_POLL 0xffff	   /* hooked calls of a thread between two looks for tracepad */
 #define PREFETCH_AHEAD 512 /* bytes: a few records */
+#define POLL_SHIFT 20	   /* ... and a look for tracepad every MiB of a ring the fast paths fill */
 
 int tracepad_hooks_attach(int tracer, int fd);
 int tracepad_hooks_install(void);
 long tracepad_hooks_detach(void);
 void tp_hk_tramp(void) TP_HIDDEN;
+void tp_hk_pad_entry(void) TP_HIDDEN;
 uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx) TP_HIDDEN;
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
 			     void *dso);
@@ -518,9 +520,112 @@ out:
 	s->busy--;
 }
 
-/* Called by the trampoline with the stack pointer after the ret (the frame's slot + 8) and
- * the return registers; answers the real return address. */
-uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
+/* The fast paths' record: @nregs registers from @regs, no payload, into the thread's ring (a
+ * ring claimed already, checked by the caller), stamped now; emit() where the ring has no
+ * room without a filler or a wait. */
+static inline __attribute__((always_inline)) void put_rec(struct hstate *t, uint16_t type,
+							  uint16_t flags, uint32_t func,
+							  uint32_t aux, uint64_t sp,
+							  const uint64_t *regs, int nregs)
+{
+	struct tp_ftp_ring *r = &hk.rs.rings[t->w.ring];
+	uint32_t size = TP_HK_REC_SIZE(nregs), rsize = hk.rs.size;
+	uint64_t head = r->head, pos = head & (rsize - 1);
+	uint64_t *w;
+
+	if (__builtin_expect(pos + size > rsize || rsize - (head - t->w.tail) < size, 0)) {
+		emit(t, type, flags, func, aux, sp, regs, nregs);
+		return;
+	}
+	w = (uint64_t *)(void *)(hk.rs.data + (uint64_t)t->w.ring * rsize + pos);
+	/* struct tp_hk_rec's fields two by two, in 8-byte stores */
+	w[0] = size | (uint64_t)type << 32 | (uint64_t)flags << 48;
+	w[1] = func | (uint64_t)aux << 32;
+	w[2] = __builtin_ia32_rdtsc();
+	w[3] = sp;
+	for (int i = 0; i < nregs; i++)
+		w[4 + i] = regs[i];
+	__atomic_store_n(&r->head, head + size, __ATOMIC_RELEASE);
+	if (hk.prefetchw)
+		__asm__ volatile("prefetchw %0" ::"m"(*((uint8_t *)w + PREFETCH_AHEAD)));
+	/* the fast paths' look for tracepad's death (recording()'s, counted in bytes here) */
+}
+_Static_assert(offsetof(struct tp_hk_rec, type) == 4 && offsetof(struct tp_hk_rec, flags) == 6 &&
+		   offsetof(struct tp_hk_rec, func) == 8 && offsetof(struct tp_hk_rec, aux) == 12 &&
+		   offsetof(struct tp_hk_rec, tsc) == 16 && offsetof(struct tp_hk_rec, sp) == 24 &&
+		   offsetof(struct tp_hk_rec, regs) == 32,
+	       "put_rec's words");
+
+/* What tp_hk_pad_entry (hooks-entry.S) pushed, from its stack pointer up, then what the pad
+ * pushed before calling it (rt/pad.h), the program's red zone, and the program's stack at the
+ * hooked entry: its return address. */
+struct fast {
+	uint64_t rbx;
+	uint64_t args[TP_HK_ENTRY_REGS]; /* rdi, rsi, rdx, rcx, r8, r9 */
+	uint64_t r10, r11, flags;
+	uint64_t pad_ret, rax;
+	const struct tp_rt_pad_head *site;
+	uint64_t red[16];
+	uint64_t ret;
+};
+_Static_assert(offsetof(struct fast, ret) == 232, "tp_hk_pad_entry's pushes and rt's pad's");
+
+int tp_hk_enter(struct fast *f) TP_HIDDEN;
+
+/* The entry of a hooked function, as hit() does it, for the common case alone: a thread
+ * recording, with a shadow stack and a ring, outside any hook, a function whose records carry
+ * no payload, no frame to drop or put back, no tail call.  0 when done, else 1: nothing was
+ * changed and hit() runs on rt's full register record. */
+int tp_hk_enter(struct fast *f)
+{
+	struct hstate *t = &hts;
+	struct shadow *s = t->sh;
+	uint64_t rsp = (uint64_t)(uintptr_t)&f->ret, tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
+	const struct tp_hk_func *fn;
+	uint32_t k, flags, n;
+
+	if (__builtin_expect(!s || t->in, 0))
+		return 1;
+	s->busy++;
+	/* the mark before the look at hk.on, as in hit() */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* a site unlinked since this thread entered its pad calls nothing (rt/pad.h) */
+	if (!__atomic_load_n(&f->site->fn, __ATOMIC_ACQUIRE) ||
+	    !__atomic_load_n(&hk.on, __ATOMIC_ACQUIRE) || hk.forked || t->gen != hk.gen ||
+	    !((t->polls + 1) & HIT_POLL) || t->w.ring < 0)
+		goto slow;
+	k = (uint32_t)(uintptr_t)__atomic_load_n(&f->site->ctx, __ATOMIC_RELAXED);
+	fn = &hk.funcs[k];
+	flags = fn->flags;
+	n = s->n;
+	if ((flags & ~(uint32_t)(TP_HK_F_SHOWN | TP_HK_F_RET)) || fn->plan.nargs || fn->plan.nxmm ||
+	    fn->plan.stack || fn->plan.snap || fn->plan.out || f->ret == tramp ||
+	    (n && s->f[n - 1].slot <= rsp) || s->walk_sp || n == SHADOW_MAX)
+		goto slow;
+	t->in = 1;
+	t->polls++;
+	if (flags & TP_HK_F_SHOWN)
+		put_rec(t, TP_HK_ENTRY, (flags & TP_HK_F_RET) ? TP_HK_R_FOLLOWED : 0, k, 0, rsp,
+			f->args, TP_HK_ENTRY_REGS);
+	if (flags & TP_HK_F_RET) {
+		s->f[n] = (struct sframe){
+		    rsp, f->ret, k, (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0, (uint16_t)hk.gen, 0};
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		s->n = n + 1;
+		*(volatile uint64_t *)(uintptr_t)rsp = tramp;
+	}
+	t->in = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	s->busy--;
+	return 0;
+slow:
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	s->busy--;
+	return 1;
+}
+
+/* tp_hk_ret's every case: frames to drop or hook again, a payload, a thread inside a hook. */
+static __attribute__((noinline)) uint64_t ret_full(uint64_t sp, uint64_t rax, uint64_t rdx)
 {
 	struct hstate *t = &hts;
 	struct shadow *s = t->sh;
@@ -563,6 +668,56 @@ uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 	s->busy--;
 	t->in = in;
 	return ret;
+}
+
+/* Called by the trampoline with the stack pointer after the ret (the frame's slot + 8) and
+ * the return registers; answers the real return address.  The common case here (the
+ * innermost frame returns in a thread recording, outside any hook, no payload), the others in
+ * ret_full(). */
+uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
+{
+	struct hstate *t = &hts;
+	struct shadow *s = t->sh;
+	struct sframe *f;
+	uint64_t ret;
+	uint32_t n;
+
+	if (__builtin_expect(!s || t->in || !(n = s->n) || s->walk_sp, 0))
+		return ret_full(sp, rax, rdx);
+	f = &s->f[n - 1];
+	if (__builtin_expect(f->slot != sp - 8 || (f->flags & SF_RESTORED), 0))
+		return ret_full(sp, rax, rdx);
+	s->busy++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(!__atomic_load_n(&hk.on, __ATOMIC_ACQUIRE) || hk.forked ||
+				 t->gen != hk.gen || !((t->polls + 1) & HIT_POLL) ||
+				 t->w.ring < 0 || !hk.ctl,
+			     0))
+		goto full;
+	if ((f->flags & SF_EVENTS) && f->gen == (uint16_t)hk.gen) {
+		const struct tp_hk_plan *plan = &hk.funcs[f->func].plan;
+		const uint64_t v[TP_HK_RETURN_REGS] = {rax, rdx};
+		int32_t e = 0;
+
+		if (plan->ret || plan->out)
+			goto full;
+		t->in = 1;
+		t->polls++;
+		if (hk.errno_ok)
+			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(e) : "r"(hk.errno_tpoff));
+		put_rec(t, TP_HK_RETURN, hk.errno_ok ? TP_HK_R_ERRNO : 0, f->func, (uint32_t)e,
+			sp - 8, v, TP_HK_RETURN_REGS);
+	}
+	ret = f->ret;
+	s->n = n - 1;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->in = 0;
+	s->busy--;
+	return ret;
+full:
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	s->busy--;
+	return ret_full(sp, rax, rdx);
 }
 
 /* ---- sessions ---- */
@@ -700,10 +855,10 @@ static int place(uint32_t lo, uint32_t hi)
 		/* without the function's bounds, a jmp could cover the next function's first
 		 * bytes (and the relocator would ask the loader, whose lock a stopped thread may
 		 * hold): the int3 path */
-		int err = tp_rt_pad_install(f->addr, hit, (void *)(uintptr_t)i,
-					    TP_RT_PAD_STOPPED | TP_RT_PAD_UNCOUNTED |
-						(f->fn_hi ? 0 : TP_RT_PAD_TRAP),
-					    &w, &pad);
+		int err = tp_rt_pad_install_entry(f->addr, hit, (void *)(uintptr_t)i,
+						  TP_RT_PAD_STOPPED | TP_RT_PAD_UNCOUNTED |
+						      (f->fn_hi ? 0 : TP_RT_PAD_TRAP),
+						  &w, tp_hk_pad_entry, &pad);
 
 		f->err = err;
 		hk.pads[i] = err ? NULL : pad;

@@ -39,17 +39,24 @@ struct tp_rt_pad {
 	uint8_t ioff[MAX_INSNS];   /* displaced instructions: offsets in the program */
 	uint64_t icopy[MAX_INSNS]; /* ... and addresses of their copies in the pad */
 	uint32_t seq;		   /* odd while an install or a removal changes state and bytes */
+	void (*entry)(void);	   /* what the pad calls: tp_rt_pad_entry or the installer's */
 };
 _Static_assert(__builtin_offsetof(struct tp_rt_pad, addr) == 0, "SITE_ADDR of pad-entry.S");
 _Static_assert(__builtin_offsetof(struct tp_rt_pad, flags) == 8, "SITE_FLAGS of pad-entry.S");
 _Static_assert(TP_RT_PAD_FPU == 2, "SITE_F_FPU of pad-entry.S");
 _Static_assert(sizeof(struct tp_rt_regs) == 144, "R_* of pad-entry.S");
+_Static_assert(__builtin_offsetof(struct tp_rt_pad, fn) ==
+		       __builtin_offsetof(struct tp_rt_pad_head, fn) &&
+		   __builtin_offsetof(struct tp_rt_pad, ctx) ==
+		       __builtin_offsetof(struct tp_rt_pad_head, ctx) &&
+		   __builtin_offsetof(struct tp_rt_pad, state) ==
+		       __builtin_offsetof(struct tp_rt_pad_head, state),
+	       "struct tp_rt_pad_head is the site's first fields");
 
 static struct tp_rt_pad sites[PADS];
 static unsigned nsites; /* published after a site's fields */
 static int lock, inited;
 uint64_t tp_rt_pad_xsave_size TP_RT_HIDDEN; /* read by pad-entry.S */
-void tp_rt_pad_entry(void) TP_RT_HIDDEN;
 
 /* ---- the callback path, both kinds ---- */
 
@@ -231,7 +238,7 @@ static int put_pad(struct tp_arch_writer *w, struct tp_rt_pad *s, const uint8_t 
 	tp_arch_put_lea_rsp(w, -128);
 	tp_arch_put_push_u64(w, (uint64_t)(uintptr_t)s);
 	tp_arch_put_push_reg(w, TP_REG_RAX);
-	tp_arch_put_mov_reg_u64(w, TP_REG_RAX, (uint64_t)(uintptr_t)tp_rt_pad_entry);
+	tp_arch_put_mov_reg_u64(w, TP_REG_RAX, (uint64_t)(uintptr_t)s->entry);
 	tp_arch_put_call_reg(w, TP_REG_RAX);
 	tp_arch_put_lea_rsp(w, 144);
 	if (w->err)
@@ -372,6 +379,13 @@ static int build(struct tp_rt_pad *s, unsigned flags, const struct tp_rt_pad_whe
 int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
 		      const struct tp_rt_pad_where *where, struct tp_rt_pad **out)
 {
+	return tp_rt_pad_install_entry(addr, fn, ctx, flags, where, NULL, out);
+}
+
+int tp_rt_pad_install_entry(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
+			    const struct tp_rt_pad_where *where, void (*entry)(void),
+			    struct tp_rt_pad **out)
+{
 	const uint8_t int3 = TP_ARCH_INT3;
 	uint8_t from[JMP_LEN];
 	struct tp_rt_pad *s;
@@ -387,8 +401,13 @@ int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
 	s->flags = flags;
 	/* an old site keeps its code: a thread may be in it still, and the program's did not
 	 * change; only a pad never built (int3 asked for before) is built now */
-	if (fresh || (!(flags & TP_RT_PAD_TRAP) && !s->pad &&
-		      (s->why == TP_RT_PAD_WHY_ASKED || s->why == TP_RT_PAD_WHY_RUNNING))) {
+	if (!entry)
+		entry = tp_rt_pad_entry;
+	/* a pad calling another entry is built anew (the old one stays for threads in it) */
+	if (fresh || (s->pad && s->entry != entry) ||
+	    (!(flags & TP_RT_PAD_TRAP) && !s->pad &&
+	     (s->why == TP_RT_PAD_WHY_ASKED || s->why == TP_RT_PAD_WHY_RUNNING))) {
+		s->entry = entry;
 		if ((err = build(s, flags, where)))
 			goto done;
 	} else if (flags & TP_RT_PAD_TRAP) {

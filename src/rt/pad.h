@@ -37,7 +37,8 @@ typedef void (*tp_rt_pad_fn)(const struct tp_rt_regs *regs, void *ctx);
 #define TP_RT_PAD_STOPPED 0x4
 /* The callback keeps its own count of the threads inside it (two locked adds a hit less,
  * and no cache line shared by the threads): tp_rt_pad_busy and tp_rt_pad_hits say 0 and
- * tp_rt_pad_remove does not wait.  A thread that loaded the callback before the unlink may still call it after. */
+ * tp_rt_pad_remove does not wait.  A thread that loaded the callback before the unlink may still
+ * call it after. */
 #define TP_RT_PAD_UNCOUNTED 0x8
 
 /* What the caller knows of the code around @addr; every field may be 0.  Without function
@@ -77,6 +78,31 @@ struct tp_rt_pad;
  * Not async-signal-safe; installs and removals are serialised. */
 int tp_rt_pad_install(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
 		      const struct tp_rt_pad_where *where, struct tp_rt_pad **out) TP_RT_HIDDEN;
+
+/* tp_rt_pad_install with the jmp path's pad calling @entry instead of rt's common body, for a
+ * caller whose common case is cheaper than a full register record (call hooks).  The pad calls
+ * @entry as it calls the common body: the stack holds the pad's return address, the program's
+ * rax, the site (its first fields are struct tp_rt_pad_head), the program's red zone and the
+ * program's stack; rax is clobbered, every other register and the flags are the program's.
+ * @entry either returns to the pad with every register and flag as the program had them
+ * (rax from its slot) and the stack as it found it, or jumps to tp_rt_pad_entry with the
+ * stack, the registers but rax and the flags as it found them, which runs @fn as usual.  A
+ * site keeps the entry it was built with; another one builds it anew.  The int3 path always
+ * runs @fn. */
+int tp_rt_pad_install_entry(uint64_t addr, tp_rt_pad_fn fn, void *ctx, unsigned flags,
+			    const struct tp_rt_pad_where *where, void (*entry)(void),
+			    struct tp_rt_pad **out) TP_RT_HIDDEN;
+/* rt's common body, where an entry of tp_rt_pad_install_entry hands over. */
+void tp_rt_pad_entry(void) TP_RT_HIDDEN;
+/* What an entry body may read of the site the pad pushed: @fn is NULL once the site is
+ * unlinked (the callback must not run then), @ctx the installer's. */
+struct tp_rt_pad_head {
+	uint64_t addr;
+	uint32_t flags;
+	int32_t state;
+	tp_rt_pad_fn fn;
+	void *ctx;
+};
 /* Put the original bytes back and wait until no thread is inside the callback (up to 2 s:
  * -EBUSY then, the pad is unlinked all the same and @p stays valid to call again).  A pad's
  * code is never freed: a thread still on its way through it finishes normally. */
