@@ -11,7 +11,7 @@
 #include "agent/tracept-abi.h"
 
 #define TP_HK_MAGIC 0x4b4f4f48444152ull /* "RADHOOK" */
-#define TP_HK_ABI 3
+#define TP_HK_ABI 4
 /* rt's pads: 4096 addresses a process (python3's default selection is ~2000 functions) */
 #define TP_HK_MAX_FUNCS 4096
 
@@ -65,7 +65,9 @@ struct tp_hk_plan {
 	/* with a snap over 8: the agent walks this many frames itself (TP_HK_P_PCS) when the
 	 * block's CFA table knows every caller on the way, else copies the snap */
 	uint8_t walk;
-	uint8_t pad3;
+	/* integer registers an ENTRY record carries, rdi first (at most 6): what formatting the
+	 * arguments and plugins read; the others are not recorded */
+	uint8_t regs;
 	uint16_t pad2[2];
 	struct tp_hk_arg arg[TP_HK_PLAN_ARGS];
 };
@@ -156,6 +158,8 @@ enum tp_hk_type {
 /* UNWOUND: the frame had its real address back: it may as well have returned */
 #define TP_HK_R_LOST 0x2
 #define TP_HK_R_ERRNO 0x4 /* RETURN: aux is the thread's errno then */
+/* ENTRY: bits 8-11 are the number of registers regs[] holds (the plan's regs) */
+#define TP_HK_R_NREGS_SHIFT 8
 
 struct tp_hk_rec {
 	/* of the record: TP_HK_REC_SIZE(nregs), then pieces (tp_hk_piece), a multiple of 8 */
@@ -172,6 +176,20 @@ struct tp_hk_rec {
 #define TP_HK_REC_SIZE(nregs) ((uint32_t)(sizeof(struct tp_hk_rec) + 8 * (nregs)))
 #define TP_HK_ENTRY_REGS 6
 #define TP_HK_RETURN_REGS 2
+
+/* The registers record @h holds: an ENTRY's as its flags say, a RETURN's two. */
+static inline uint32_t tp_hk_rec_nregs(const struct tp_hk_rec *h)
+{
+	return h->type == TP_HK_ENTRY	 ? (uint32_t)(h->flags >> TP_HK_R_NREGS_SHIFT) & 15
+	       : h->type == TP_HK_RETURN ? TP_HK_RETURN_REGS
+					 : 0;
+}
+
+/* Register @i of record @h (an ENTRY's rdi, rsi, rdx, rcx, r8, r9): 0 when not recorded. */
+static inline uint64_t tp_hk_rec_reg(const struct tp_hk_rec *h, uint32_t i)
+{
+	return i < tp_hk_rec_nregs(h) ? h->regs[i] : 0;
+}
 
 struct tp_hk_ctl {
 	uint64_t magic;

@@ -437,6 +437,12 @@ static void drop(struct hstate *t, struct shadow *s, uint32_t keep, int rec, int
 
 /* ---- the entry pad and the trampoline ---- */
 
+/* The registers function @p's ENTRY records carry (hooks-abi.h's plan.regs). */
+static inline uint32_t entry_regs(const struct tp_hk_plan *p)
+{
+	return p->regs < TP_HK_ENTRY_REGS ? p->regs : TP_HK_ENTRY_REGS;
+}
+
 static void dl_sync(void);
 
 static void hit(const struct tp_rt_regs *r, void *ctx)
@@ -495,9 +501,11 @@ static void hit(const struct tp_rt_regs *r, void *ctx)
 							 r->rcx, r->r8,	 r->r9};
 		/* rt's SIGTRAP handler runs with the vector registers reset by the kernel */
 		const struct payload pl = {&fn->plan, r, 0, 0, fn->kind == TP_RT_PAD_KIND_JMP};
+		uint32_t nregs = entry_regs(&fn->plan);
 
-		emit_p(t, TP_HK_ENTRY, follow ? TP_HK_R_FOLLOWED : 0, k, 0, r->rsp, args,
-		       TP_HK_ENTRY_REGS,
+		emit_p(t, TP_HK_ENTRY,
+		       (uint16_t)((follow ? TP_HK_R_FOLLOWED : 0) | nregs << TP_HK_R_NREGS_SHIFT),
+		       k, 0, r->rsp, args, (int)nregs,
 		       fn->plan.nargs || fn->plan.nxmm || fn->plan.stack || fn->plan.snap ? &pl
 											  : NULL);
 	}
@@ -543,8 +551,28 @@ static inline __attribute__((always_inline)) void put_rec(struct hstate *t, uint
 	w[1] = func | (uint64_t)aux << 32;
 	w[2] = __builtin_ia32_rdtsc();
 	w[3] = sp;
-	for (int i = 0; i < nregs; i++)
-		w[4 + i] = regs[i];
+	switch (nregs) { /* a loop of a count known only here costs a branch a register */
+	case 6:
+		w[9] = regs[5];
+		/* fall through */
+	case 5:
+		w[8] = regs[4];
+		/* fall through */
+	case 4:
+		w[7] = regs[3];
+		/* fall through */
+	case 3:
+		w[6] = regs[2];
+		/* fall through */
+	case 2:
+		w[5] = regs[1];
+		/* fall through */
+	case 1:
+		w[4] = regs[0];
+		/* fall through */
+	default:
+		break;
+	}
 	__atomic_store_n(&r->head, head + size, __ATOMIC_RELEASE);
 	if (hk.prefetchw)
 		__asm__ volatile("prefetchw %0" ::"m"(*((uint8_t *)w + PREFETCH_AHEAD)));
@@ -604,9 +632,14 @@ int tp_hk_enter(struct fast *f)
 		goto slow;
 	t->in = 1;
 	t->polls++;
-	if (flags & TP_HK_F_SHOWN)
-		put_rec(t, TP_HK_ENTRY, (flags & TP_HK_F_RET) ? TP_HK_R_FOLLOWED : 0, k, 0, rsp,
-			f->args, TP_HK_ENTRY_REGS);
+	if (flags & TP_HK_F_SHOWN) {
+		uint32_t nregs = entry_regs(&fn->plan);
+
+		put_rec(t, TP_HK_ENTRY,
+			(uint16_t)(((flags & TP_HK_F_RET) ? TP_HK_R_FOLLOWED : 0) |
+				   nregs << TP_HK_R_NREGS_SHIFT),
+			k, 0, rsp, f->args, (int)nregs);
+	}
 	if (flags & TP_HK_F_RET) {
 		s->f[n] = (struct sframe){
 		    rsp, f->ret, k, (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0, (uint16_t)hk.gen, 0};

@@ -59,6 +59,9 @@ void tp_calls_agent_plan(struct session *s, struct agent *a, uint32_t first)
 
 		if (!(a->hfs[j].flags & TP_HK_F_SHOWN))
 			continue;
+		/* plugins read any argument register; formatting those the prototype has (all
+		 * six without one) */
+		pl->regs = s->o->nplugins || s->need_args ? TP_HK_ENTRY_REGS : 0;
 		/* plugins may ask for the backtrace of any call, and memory reads
 		 * posix_memalign's *memptr at its return */
 		pl->snap = snap_bytes(s);
@@ -69,6 +72,9 @@ void tp_calls_agent_plan(struct session *s, struct agent *a, uint32_t first)
 		if (!s->need_args)
 			continue;
 		tp_proto_reads(tp_calls_agent_proto(s, a->func_of[j]), &rd);
+		if (!s->o->nplugins && tp_calls_agent_proto(s, a->func_of[j]))
+			pl->regs =
+			    (uint8_t)(rd.nint < TP_HK_ENTRY_REGS ? rd.nint : TP_HK_ENTRY_REGS);
 		for (int k = 0; k < rd.nargs && pl->nargs < TP_HK_PLAN_ARGS; k++)
 			if (rd.arg[k].src <= UINT8_MAX && rd.arg[k].len_src <= UINT8_MAX)
 				pl->arg[pl->nargs++] = (struct tp_hk_arg){
@@ -144,9 +150,7 @@ bool tp_calls_agent_piece_fp(const struct tp_calls_pieces *ps, struct user_fpreg
 /* The pieces after @h's registers (peek() checked the size). */
 struct tp_calls_pieces tp_calls_agent_pieces(const struct tp_hk_rec *h)
 {
-	uint32_t head = TP_HK_REC_SIZE(h->type == TP_HK_ENTRY	 ? TP_HK_ENTRY_REGS
-				       : h->type == TP_HK_RETURN ? TP_HK_RETURN_REGS
-								 : 0);
+	uint32_t head = TP_HK_REC_SIZE(tp_hk_rec_nregs(h));
 
 	return (struct tp_calls_pieces){(const uint8_t *)h + head, h->size - head};
 }
@@ -312,12 +316,12 @@ int tp_calls_agent_unwind(struct session *s, const struct agent *a, pid_t tid,
 			regs.r14 = v[4];
 			regs.r15 = v[5];
 		}
-	regs.rdi = h->regs[0];
-	regs.rsi = h->regs[1];
-	regs.rdx = h->regs[2];
-	regs.rcx = h->regs[3];
-	regs.r8 = h->regs[4];
-	regs.r9 = h->regs[5];
+	regs.rdi = tp_hk_rec_reg(h, 0);
+	regs.rsi = tp_hk_rec_reg(h, 1);
+	regs.rdx = tp_hk_rec_reg(h, 2);
+	regs.rcx = tp_hk_rec_reg(h, 3);
+	regs.r8 = tp_hk_rec_reg(h, 4);
+	regs.r9 = tp_hk_rec_reg(h, 5);
 	regs.rsp = h->sp;
 	regs.rip = a->func_of[h->func]->addr;
 	/* the same stack as before: the frames found then (a malloc loop's every call) */
@@ -362,7 +366,9 @@ bool tp_calls_agent_size_ok(struct session *s, const struct agent *a, const stru
 
 	if (h->type != TP_HK_ENTRY && !at_ret)
 		return h->size == TP_HK_REC_SIZE(0);
-	head = TP_HK_REC_SIZE(at_ret ? TP_HK_RETURN_REGS : TP_HK_ENTRY_REGS);
+	if (tp_hk_rec_nregs(h) > (at_ret ? TP_HK_RETURN_REGS : TP_HK_ENTRY_REGS))
+		return false;
+	head = TP_HK_REC_SIZE(tp_hk_rec_nregs(h));
 	if (h->size < head)
 		return false;
 	if (h->func >= a->n)

@@ -490,12 +490,12 @@ static void on_entry(struct session *s, struct agent *a, struct thread *t,
 		struct tp_calls_pieces ps = tp_calls_agent_pieces(h);
 		struct user_fpregs_struct fp;
 
-		regs->rdi = h->regs[0];
-		regs->rsi = h->regs[1];
-		regs->rdx = h->regs[2];
-		regs->rcx = h->regs[3];
-		regs->r8 = h->regs[4];
-		regs->r9 = h->regs[5];
+		regs->rdi = tp_hk_rec_reg(h, 0);
+		regs->rsi = tp_hk_rec_reg(h, 1);
+		regs->rdx = tp_hk_rec_reg(h, 2);
+		regs->rcx = tp_hk_rec_reg(h, 3);
+		regs->r8 = tp_hk_rec_reg(h, 4);
+		regs->r9 = tp_hk_rec_reg(h, 5);
 		regs->rsp = h->sp;
 		/* the program's memory as the agent copied it at the call */
 		tp_proto_set_mem(tp_calls_agent_piece_read, &ps);

@@ -552,6 +552,7 @@ void tp_proto_reads(const struct tp_proto *p, struct tp_proto_reads *r)
 	}
 	r->stack = (unsigned)(a.sp - 8);
 	r->nsse = a.si;
+	r->nint = a.gi;
 	switch (p->ret.kind) {
 	case K_FLOAT:
 	case K_DOUBLE:

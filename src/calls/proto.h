@@ -57,6 +57,7 @@ struct tp_proto_reads {
 	} arg[TP_PROTO_READS_MAX];
 	unsigned stack;
 	int nsse;
+	int nint; /* integer registers the arguments take (a returned struct's pointer too) */
 	int ret;
 };
 void tp_proto_reads(const struct tp_proto *p, struct tp_proto_reads *r);
