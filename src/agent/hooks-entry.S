@@ -1,6 +1,8 @@
 /* The entry body and the return trampoline of call hooks (hooks.c).  Every register and the
  * flags are kept; no vector register is touched (the C they call is general-regs-only), so
  * float arguments and returns pass. */
+#include "agent/hooks-fast.h"
+
 	.text
 
 /* What each hooked function's pad calls (rt/pad.h, tp_rt_pad_install_entry): the registers a
@@ -76,14 +78,119 @@ tp_hk_tramp:
 	push %r10
 	push %r11
 	push %rbx
+	/* From here: 0 rbx, 8 r11, 16 r10, 24 r9, 32 r8, 40 rdi, 48 rsi, 56 rdx, 64 rcx, 72 rax,
+	 * 80 the flags, 88 the frame's slot.  The common case, as tp_hk_ret() does it (hooks.c
+	 * says why each check): the innermost frame returns, in a thread recording outside any
+	 * hook, with no payload and room in its ring; anything else goes to tp_hk_ret(). */
+	mov tp_hk_ts@gottpoff(%rip), %r9
+	mov %fs:HS_SH(%r9), %rsi	/* the thread's shadow stack */
+	test %rsi, %rsi
+	jz .Lfull
+	cmpl $0, %fs:HS_IN(%r9)
+	jne .Lfull
+	mov SH_N(%rsi), %ecx
+	test %ecx, %ecx
+	jz .Lfull
+	cmpq $0, SH_WALK(%rsi)
+	jne .Lfull
+	lea -1(%rcx), %edi
+	shl $5, %rdi
+	lea SH_F(%rsi,%rdi), %rdi	/* the innermost frame */
+	lea 88(%rsp), %r8
+	cmp %r8, SF_SLOT(%rdi)
+	jne .Lfull
+	testw $SF_RESTORED_BIT, SF_FLAGS(%rdi)
+	jnz .Lfull
+	/* the mark before the look at hk.on */
+	incl SH_BUSY(%rsi)
+	lea tp_hk_state(%rip), %r11
+	cmpl $0, HK_ON(%r11)
+	je .Lfull_busy
+	cmpl $0, HK_FORKED(%r11)
+	jne .Lfull_busy
+	mov HK_GEN(%r11), %eax
+	cmp %eax, %fs:HS_GEN(%r9)
+	jne .Lfull_busy
+	cmpl $0, %fs:HS_RING(%r9)
+	js .Lfull_busy
+	cmpq $0, HK_CTL(%r11)
+	je .Lfull_busy
+	testw $SF_EVENTS_BIT, SF_FLAGS(%rdi)
+	jz .Lpop
+	cmp %ax, SF_GEN(%rdi)
+	jne .Lpop
+	mov SF_FUNC(%rdi), %ecx
+	imul $FN_SIZE, %rcx, %rcx
+	add HK_FUNCS(%r11), %rcx
+	cmpw $0, FN_PLAN_RET(%rcx)
+	jne .Lfull_busy
+	/* room for the record without a filler or a wait (ring.h's fast case) */
+	movslq %fs:HS_RING(%r9), %rcx
+	imul $RING_SIZE, %rcx, %r10
+	add HK_RINGS(%r11), %r10	/* the ring */
+	mov HK_RSIZE(%r11), %eax
+	imul %rax, %rcx
+	add HK_DATA(%r11), %rcx		/* its data */
+	mov RING_HEAD(%r10), %rbx	/* its head */
+	lea -1(%rax), %rdx
+	and %rbx, %rdx			/* where the head is */
+	lea REC_RETURN_SIZE(%rdx), %r8
+	cmp %rax, %r8
+	ja .Lfull_busy
+	mov %rbx, %r8
+	sub %fs:HS_TAIL(%r9), %r8
+	sub %r8, %rax
+	cmp $REC_RETURN_SIZE, %rax
+	jb .Lfull_busy
+	add %rdx, %rcx			/* the record */
+	movl $1, %fs:HS_IN(%r9)
+	/* size, type, flags; func, errno (TLS, at the offset tracepad found); tsc; sp; rax, rdx */
+	mov SF_FUNC(%rdi), %eax
+	movabs $(REC_RETURN_SIZE | (REC_RETURN << 32)), %r8
+	cmpl $0, HK_ERRNO_OK(%r11)
+	je 1f
+	mov HK_ERRNO_TPOFF(%r11), %rdx
+	mov %fs:(%rdx), %edx
+	shl $32, %rdx
+	or %rdx, %rax
+	movabs $(REC_RETURN_SIZE | (REC_RETURN << 32) | (REC_R_ERRNO << 48)), %r8
+1:	mov %r8, (%rcx)
+	mov %rax, 8(%rcx)
+	rdtsc
+	shl $32, %rdx
+	or %rdx, %rax
+	mov %rax, 16(%rcx)
+	lea 88(%rsp), %r8
+	mov %r8, 24(%rcx)
+	mov 72(%rsp), %rax
+	mov %rax, 32(%rcx)
+	mov 56(%rsp), %rax
+	mov %rax, 40(%rcx)
+	add $REC_RETURN_SIZE, %rbx
+	mov %rbx, RING_HEAD(%r10)	/* published: x86 stores are release stores */
+	cmpl $0, HK_PREFETCHW(%r11)
+	je .Lpop
+	prefetchw PREFETCH_AHEAD(%rcx)
+.Lpop:
+	mov SF_RET(%rdi), %rax
+	mov %rax, 88(%rsp)
+	decl SH_N(%rsi)			/* one instruction: no signal comes between */
+	movl $0, %fs:HS_IN(%r9)
+	decl SH_BUSY(%rsi)
+	jmp .Lback
+.Lfull_busy:
+	decl SH_BUSY(%rsi)
+.Lfull:
 	mov %rsp, %rbx
 	lea 96(%rsp), %rdi	/* the stack pointer after the hooked function's ret */
-	mov %rax, %rsi		/* rdx: the return's second register, as it is */
+	mov 72(%rsp), %rsi	/* the return's registers, as they are */
+	mov 56(%rsp), %rdx
 	and $-16, %rsp
 	cld
 	call tp_hk_ret
 	mov %rbx, %rsp
 	mov %rax, 88(%rsp)
+.Lback:
 	pop %rbx
 	pop %r11
 	pop %r10

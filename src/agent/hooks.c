@@ -17,6 +17,7 @@
 #include "agent/agent-priv.h"
 #include "agent/hooks-abi.h"
 #include "agent/hooks-args.h"
+#include "agent/hooks-fast.h"
 #include "agent/ring.h"
 #include "rt/pad.h"
 
@@ -25,10 +26,9 @@
  * MiB of address space a thread, reserved without swap, its pages touched only as deep as
  * the thread calls. */
 #define SHADOW_MAX (1u << 18)
-#define SHADOWS_MAX 4096   /* threads of a process with a shadow stack at once */
-#define HIT_POLL 0xffff	   /* hooked calls of a thread between two looks for tracepad */
-#define PREFETCH_AHEAD 512 /* bytes: a few records */
-#define POLL_SHIFT 20	   /* ... and a look for tracepad every MiB of a ring the fast paths fill */
+#define SHADOWS_MAX 4096 /* threads of a process with a shadow stack at once */
+#define HIT_POLL 0xffff	 /* hooked calls of a thread between two looks for tracepad */
+#define POLL_SHIFT 20	 /* ... and a look for tracepad every MiB of a ring the fast paths fill */
 
 int tracepad_hooks_attach(int tracer, int fd);
 int tracepad_hooks_install(void);
@@ -65,7 +65,8 @@ struct shadow {
 	struct sframe f[SHADOW_MAX];
 };
 
-static struct {
+/* Named for the return trampoline's common case (hooks-entry.S, hooks-fast.h). */
+struct hk_state {
 	struct tp_hk_ctl *ctl;
 	uint64_t size;
 	struct tp_hk_func *funcs;
@@ -82,7 +83,7 @@ static struct {
 	uint32_t npads;
 	struct shadow *shadows[SHADOWS_MAX];
 	uint32_t nshadows;
-} hk;
+} hk __asm__("tp_hk_state") TP_HIDDEN;
 
 struct hstate {
 	uint32_t gen;
@@ -92,7 +93,44 @@ struct hstate {
 	struct shadow *sh;
 	uint32_t in; /* inside a hook: a signal handler's hooked calls are not followed */
 };
-static __thread struct hstate hts __attribute__((tls_model("initial-exec")));
+__thread struct hstate hts __asm__("tp_hk_ts") TP_HIDDEN __attribute__((tls_model("initial-exec")));
+
+#define OFF(t, f, v) _Static_assert(offsetof(t, f) == (v), #t "." #f " of hooks-fast.h")
+OFF(struct hstate, gen, HS_GEN);
+OFF(struct hstate, w.ring, HS_RING);
+OFF(struct hstate, w.tail, HS_TAIL);
+OFF(struct hstate, sh, HS_SH);
+OFF(struct hstate, in, HS_IN);
+OFF(struct shadow, n, SH_N);
+OFF(struct shadow, busy, SH_BUSY);
+OFF(struct shadow, walk_sp, SH_WALK);
+OFF(struct shadow, f, SH_F);
+OFF(struct sframe, slot, SF_SLOT);
+OFF(struct sframe, ret, SF_RET);
+OFF(struct sframe, func, SF_FUNC);
+OFF(struct sframe, flags, SF_FLAGS);
+OFF(struct sframe, gen, SF_GEN);
+OFF(struct hk_state, ctl, HK_CTL);
+OFF(struct hk_state, funcs, HK_FUNCS);
+OFF(struct hk_state, rs.rings, HK_RINGS);
+OFF(struct hk_state, rs.data, HK_DATA);
+OFF(struct hk_state, rs.size, HK_RSIZE);
+OFF(struct hk_state, errno_tpoff, HK_ERRNO_TPOFF);
+OFF(struct hk_state, errno_ok, HK_ERRNO_OK);
+OFF(struct hk_state, prefetchw, HK_PREFETCHW);
+OFF(struct hk_state, gen, HK_GEN);
+OFF(struct hk_state, on, HK_ON);
+OFF(struct hk_state, forked, HK_FORKED);
+OFF(struct tp_hk_func, plan.ret, FN_PLAN_RET);
+OFF(struct tp_hk_func, plan.out, FN_PLAN_RET + 1);
+OFF(struct tp_ftp_ring, head, RING_HEAD);
+#undef OFF
+_Static_assert(sizeof(struct sframe) == SF_SIZE && sizeof(struct tp_hk_func) == FN_SIZE &&
+		   sizeof(struct tp_ftp_ring) == RING_SIZE && SF_EVENTS == SF_EVENTS_BIT &&
+		   SF_RESTORED == SF_RESTORED_BIT &&
+		   TP_HK_REC_SIZE(TP_HK_RETURN_REGS) == REC_RETURN_SIZE &&
+		   TP_HK_RETURN == REC_RETURN && TP_HK_R_ERRNO == REC_R_ERRNO,
+	       "hooks-fast.h");
 
 /* ---- rings ---- */
 
@@ -657,8 +695,11 @@ slow:
 	return 1;
 }
 
-/* tp_hk_ret's every case: frames to drop or hook again, a payload, a thread inside a hook. */
-static __attribute__((noinline)) uint64_t ret_full(uint64_t sp, uint64_t rax, uint64_t rdx)
+/* Called by the trampoline with the stack pointer after the ret (the frame's slot + 8) and
+ * the return registers, for every case but the common one, which the trampoline does itself
+ * (hooks-entry.S: the innermost frame returns in a thread recording outside any hook, no
+ * payload, room in its ring); answers the real return address. */
+uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
 {
 	struct hstate *t = &hts;
 	struct shadow *s = t->sh;
@@ -701,56 +742,6 @@ static __attribute__((noinline)) uint64_t ret_full(uint64_t sp, uint64_t rax, ui
 	s->busy--;
 	t->in = in;
 	return ret;
-}
-
-/* Called by the trampoline with the stack pointer after the ret (the frame's slot + 8) and
- * the return registers; answers the real return address.  The common case here (the
- * innermost frame returns in a thread recording, outside any hook, no payload), the others in
- * ret_full(). */
-uint64_t tp_hk_ret(uint64_t sp, uint64_t rax, uint64_t rdx)
-{
-	struct hstate *t = &hts;
-	struct shadow *s = t->sh;
-	struct sframe *f;
-	uint64_t ret;
-	uint32_t n;
-
-	if (__builtin_expect(!s || t->in || !(n = s->n) || s->walk_sp, 0))
-		return ret_full(sp, rax, rdx);
-	f = &s->f[n - 1];
-	if (__builtin_expect(f->slot != sp - 8 || (f->flags & SF_RESTORED), 0))
-		return ret_full(sp, rax, rdx);
-	s->busy++;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (__builtin_expect(!__atomic_load_n(&hk.on, __ATOMIC_ACQUIRE) || hk.forked ||
-				 t->gen != hk.gen || !((t->polls + 1) & HIT_POLL) ||
-				 t->w.ring < 0 || !hk.ctl,
-			     0))
-		goto full;
-	if ((f->flags & SF_EVENTS) && f->gen == (uint16_t)hk.gen) {
-		const struct tp_hk_plan *plan = &hk.funcs[f->func].plan;
-		const uint64_t v[TP_HK_RETURN_REGS] = {rax, rdx};
-		int32_t e = 0;
-
-		if (plan->ret || plan->out)
-			goto full;
-		t->in = 1;
-		t->polls++;
-		if (hk.errno_ok)
-			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(e) : "r"(hk.errno_tpoff));
-		put_rec(t, TP_HK_RETURN, hk.errno_ok ? TP_HK_R_ERRNO : 0, f->func, (uint32_t)e,
-			sp - 8, v, TP_HK_RETURN_REGS);
-	}
-	ret = f->ret;
-	s->n = n - 1;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	t->in = 0;
-	s->busy--;
-	return ret;
-full:
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	s->busy--;
-	return ret_full(sp, rax, rdx);
 }
 
 /* ---- sessions ---- */
