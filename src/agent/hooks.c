@@ -566,27 +566,27 @@ out:
 	s->busy--;
 }
 
-/* The fast paths' record: @nregs registers from @regs, no payload, into the thread's ring (a
- * ring claimed already, checked by the caller), stamped now; emit() where the ring has no
- * room without a filler or a wait. */
-static inline __attribute__((always_inline)) void put_rec(struct hstate *t, uint16_t type,
-							  uint16_t flags, uint32_t func,
-							  uint32_t aux, uint64_t sp,
-							  const uint64_t *regs, int nregs)
+/* tp_hk_enter's ENTRY record: @nregs registers from @regs, then with @caller the return
+ * address at @sp as hooks-args.c's piece (only_caller()), into the thread's ring (claimed
+ * already), stamped now.  -1 when the ring has no room without a filler or a wait: nothing
+ * was written. */
+static inline __attribute__((always_inline)) int put_rec(struct hstate *t, uint16_t flags,
+							 uint32_t func, uint64_t sp,
+							 const uint64_t *regs, int nregs,
+							 int caller)
 {
 	struct tp_ftp_ring *r = &hk.rs.rings[t->w.ring];
 	uint32_t size = TP_HK_REC_SIZE(nregs), rsize = hk.rs.size;
+	uint32_t all = size + (caller ? (uint32_t)sizeof(struct tp_hk_piece) + 8 : 0);
 	uint64_t head = r->head, pos = head & (rsize - 1);
 	uint64_t *w;
 
-	if (__builtin_expect(pos + size > rsize || rsize - (head - t->w.tail) < size, 0)) {
-		emit(t, type, flags, func, aux, sp, regs, nregs);
-		return;
-	}
+	if (__builtin_expect(pos + all > rsize || rsize - (head - t->w.tail) < all, 0))
+		return -1;
 	w = (uint64_t *)(void *)(hk.rs.data + (uint64_t)t->w.ring * rsize + pos);
 	/* struct tp_hk_rec's fields two by two, in 8-byte stores */
-	w[0] = size | (uint64_t)type << 32 | (uint64_t)flags << 48;
-	w[1] = func | (uint64_t)aux << 32;
+	w[0] = all | (uint64_t)TP_HK_ENTRY << 32 | (uint64_t)flags << 48;
+	w[1] = func;
 	w[2] = __builtin_ia32_rdtsc();
 	w[3] = sp;
 	switch (nregs) { /* a loop of a count known only here costs a branch a register */
@@ -611,15 +611,23 @@ static inline __attribute__((always_inline)) void put_rec(struct hstate *t, uint
 	default:
 		break;
 	}
-	__atomic_store_n(&r->head, head + size, __ATOMIC_RELEASE);
+	if (caller) {
+		w += size / 8;
+		w[0] = sp; /* struct tp_hk_piece: addr; len, what; the 8 bytes */
+		w[1] = 8 | (uint64_t)TP_HK_P_MEM << 32;
+		w[2] = *(const uint64_t *)(uintptr_t)sp;
+	}
+	__atomic_store_n(&r->head, head + all, __ATOMIC_RELEASE);
 	if (hk.prefetchw)
 		__asm__ volatile("prefetchw %0" ::"m"(*((uint8_t *)w + PREFETCH_AHEAD)));
-	/* the fast paths' look for tracepad's death (recording()'s, counted in bytes here) */
+	return 0;
 }
 _Static_assert(offsetof(struct tp_hk_rec, type) == 4 && offsetof(struct tp_hk_rec, flags) == 6 &&
 		   offsetof(struct tp_hk_rec, func) == 8 && offsetof(struct tp_hk_rec, aux) == 12 &&
 		   offsetof(struct tp_hk_rec, tsc) == 16 && offsetof(struct tp_hk_rec, sp) == 24 &&
-		   offsetof(struct tp_hk_rec, regs) == 32,
+		   offsetof(struct tp_hk_rec, regs) == 32 && sizeof(struct tp_hk_piece) == 16 &&
+		   offsetof(struct tp_hk_piece, len) == 8 &&
+		   offsetof(struct tp_hk_piece, what) == 12,
 	       "put_rec's words");
 
 /* What tp_hk_pad_entry (hooks-entry.S) pushed, from its stack pointer up, then what the pad
@@ -649,6 +657,7 @@ int tp_hk_enter(struct fast *f)
 	uint64_t rsp = (uint64_t)(uintptr_t)&f->ret, tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
 	const struct tp_hk_func *fn;
 	uint32_t k, flags, n;
+	int caller;
 
 	if (__builtin_expect(!s || t->in, 0))
 		return 1;
@@ -664,20 +673,23 @@ int tp_hk_enter(struct fast *f)
 	fn = &hk.funcs[k];
 	flags = fn->flags;
 	n = s->n;
-	if ((flags & ~(uint32_t)(TP_HK_F_SHOWN | TP_HK_F_RET)) || fn->plan.nargs || fn->plan.nxmm ||
-	    fn->plan.stack || fn->plan.snap || fn->plan.out || f->ret == tramp ||
-	    (n && s->f[n - 1].slot <= rsp) || s->walk_sp || n == SHADOW_MAX)
+	/* plugins' calls whose backtraces no plugin asks for carry their caller's address */
+	caller = only_caller(&fn->plan);
+	if ((flags & ~(uint32_t)(TP_HK_F_SHOWN | TP_HK_F_RET)) ||
+	    (!caller && (fn->plan.nargs || fn->plan.nxmm || fn->plan.stack || fn->plan.snap)) ||
+	    fn->plan.out || f->ret == tramp || (n && s->f[n - 1].slot <= rsp) || s->walk_sp ||
+	    n == SHADOW_MAX)
 		goto slow;
 	t->in = 1;
-	t->polls++;
-	if (flags & TP_HK_F_SHOWN) {
-		uint32_t nregs = entry_regs(&fn->plan);
-
-		put_rec(t, TP_HK_ENTRY,
-			(uint16_t)(((flags & TP_HK_F_RET) ? TP_HK_R_FOLLOWED : 0) |
-				   nregs << TP_HK_R_NREGS_SHIFT),
-			k, 0, rsp, f->args, (int)nregs);
+	if ((flags & TP_HK_F_SHOWN) &&
+	    put_rec(t,
+		    (uint16_t)(((flags & TP_HK_F_RET) ? TP_HK_R_FOLLOWED : 0) |
+			       entry_regs(&fn->plan) << TP_HK_R_NREGS_SHIFT),
+		    k, rsp, f->args, (int)entry_regs(&fn->plan), caller)) {
+		t->in = 0;
+		goto slow;
 	}
+	t->polls++;
 	if (flags & TP_HK_F_RET) {
 		s->f[n] = (struct sframe){
 		    rsp, f->ret, k, (flags & TP_HK_F_SHOWN) ? SF_EVENTS : 0, (uint16_t)hk.gen, 0};
