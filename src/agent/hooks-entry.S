@@ -24,6 +24,7 @@ tp_hk_pad_entry:
 	push %rsi
 	push %rdi
 	push %rbx
+	push %rbp
 	mov %rsp, %rbx
 	mov %rsp, %rdi
 	and $-16, %rsp
@@ -31,6 +32,7 @@ tp_hk_pad_entry:
 	call tp_hk_enter
 	mov %rbx, %rsp
 	test %eax, %eax		/* no instruction below changes a flag before the jnz */
+	pop %rbp
 	pop %rbx
 	pop %rdi
 	pop %rsi

@@ -566,24 +566,30 @@ out:
 	s->busy--;
 }
 
-/* tp_hk_enter's ENTRY record: @nregs registers from @regs, then with @caller the return
- * address at @sp as hooks-args.c's piece (only_caller()), into the thread's ring (claimed
- * already), stamped now.  -1 when the ring has no room without a filler or a wait: nothing
- * was written. */
-static inline __attribute__((always_inline)) int put_rec(struct hstate *t, uint16_t flags,
-							 uint32_t func, uint64_t sp,
-							 const uint64_t *regs, int nregs,
-							 int caller)
-{
-	struct tp_ftp_ring *r = &hk.rs.rings[t->w.ring];
-	uint32_t size = TP_HK_REC_SIZE(nregs), rsize = hk.rs.size;
-	uint32_t all = size + (caller ? (uint32_t)sizeof(struct tp_hk_piece) + 8 : 0);
-	uint64_t head = r->head, pos = head & (rsize - 1);
-	uint64_t *w;
+/* What tp_hk_pad_entry (hooks-entry.S) pushed, from its stack pointer up, then what the pad
+ * pushed before calling it (rt/pad.h), the program's red zone, and the program's stack at the
+ * hooked entry: its return address. */
+struct fast {
+	uint64_t rbp, rbx;
+	uint64_t args[TP_HK_ENTRY_REGS]; /* rdi, rsi, rdx, rcx, r8, r9 */
+	uint64_t r10, r11, flags;
+	uint64_t pad_ret, rax;
+	const struct tp_rt_pad_head *site;
+	uint64_t red[16];
+	uint64_t ret;
+};
+_Static_assert(offsetof(struct fast, ret) == 240, "tp_hk_pad_entry's pushes and rt's pad's");
 
-	if (__builtin_expect(pos + all > rsize || rsize - (head - t->w.tail) < all, 0))
-		return -1;
-	w = (uint64_t *)(void *)(hk.rs.data + (uint64_t)t->w.ring * rsize + pos);
+/* What tp_hk_enter's record carries beyond the registers (put_rec). */
+enum { PL_NONE, PL_CALLER, PL_WALK };
+
+/* tp_hk_enter's ENTRY record at @w, @all bytes in all: its header and @nregs registers from
+ * @regs. */
+static inline __attribute__((always_inline)) void put_head(uint64_t *w, uint32_t all,
+							   uint16_t flags, uint32_t func,
+							   uint64_t sp, const uint64_t *regs,
+							   int nregs)
+{
 	/* struct tp_hk_rec's fields two by two, in 8-byte stores */
 	w[0] = all | (uint64_t)TP_HK_ENTRY << 32 | (uint64_t)flags << 48;
 	w[1] = func;
@@ -611,11 +617,58 @@ static inline __attribute__((always_inline)) int put_rec(struct hstate *t, uint1
 	default:
 		break;
 	}
-	if (caller) {
-		w += size / 8;
-		w[0] = sp; /* struct tp_hk_piece: addr; len, what; the 8 bytes */
-		w[1] = 8 | (uint64_t)TP_HK_P_MEM << 32;
-		w[2] = *(const uint64_t *)(uintptr_t)sp;
+}
+
+/* walk() for tp_hk_enter, out of line: the other entries keep a small frame. */
+static __attribute__((noinline)) uint32_t fast_walk(const struct hstate *t, const struct fast *f,
+						    uint64_t sp, uint8_t *at,
+						    const struct tp_hk_plan *p)
+{
+	struct tp_rt_regs regs;
+
+	/* what walk() reads of an entry's registers */
+	regs.rip = f->site->addr;
+	regs.rsp = sp;
+	regs.rbp = f->rbp;
+	return walk(t, &regs, at, p->walk, p->snap < TP_HK_PIECE_MAX ? p->snap : TP_HK_PIECE_MAX);
+}
+
+/* tp_hk_enter's ENTRY record for function @fn entered with @f's registers (the stack pointer
+ * @sp): @nregs argument registers, then its plan's payload when the fast path takes it (the
+ * caller's address alone, or a backtrace walked), into the thread's ring (claimed already),
+ * stamped now.  -1 when the ring has no room without a filler or a wait, or the walk needs a
+ * stack copy instead: nothing was written then. */
+static inline __attribute__((always_inline)) int put_rec(struct hstate *t, const struct fast *f,
+							 uint64_t sp, uint16_t flags, uint32_t func,
+							 const struct tp_hk_plan *p, int nregs,
+							 int payload)
+{
+	struct tp_ftp_ring *r = &hk.rs.rings[t->w.ring];
+	uint32_t size = TP_HK_REC_SIZE(nregs), rsize = hk.rs.size, all = size;
+	uint64_t head = r->head, pos = head & (rsize - 1);
+	uint64_t *w;
+
+	if (payload == PL_CALLER)
+		all += (uint32_t)sizeof(struct tp_hk_piece) + 8;
+	else if (payload == PL_WALK)
+		all += (uint32_t)sizeof(struct tp_hk_piece) + 8u * p->walk;
+	if (__builtin_expect(pos + all > rsize || rsize - (head - t->w.tail) < all, 0))
+		return -1;
+	w = (uint64_t *)(void *)(hk.rs.data + (uint64_t)t->w.ring * rsize + pos);
+	if (payload == PL_WALK) {
+		uint32_t n = fast_walk(t, f, sp, (uint8_t *)(w + size / 8), p);
+
+		if (!n)
+			return -1;
+		all = size + n;
+	}
+	put_head(w, all, flags, func, sp, f->args, nregs);
+	if (payload == PL_CALLER) {
+		uint64_t *c = w + size / 8;
+
+		c[0] = sp; /* struct tp_hk_piece: addr; len, what; the 8 bytes */
+		c[1] = 8 | (uint64_t)TP_HK_P_MEM << 32;
+		c[2] = f->ret;
 	}
 	__atomic_store_n(&r->head, head + all, __ATOMIC_RELEASE);
 	if (hk.prefetchw)
@@ -630,20 +683,6 @@ _Static_assert(offsetof(struct tp_hk_rec, type) == 4 && offsetof(struct tp_hk_re
 		   offsetof(struct tp_hk_piece, what) == 12,
 	       "put_rec's words");
 
-/* What tp_hk_pad_entry (hooks-entry.S) pushed, from its stack pointer up, then what the pad
- * pushed before calling it (rt/pad.h), the program's red zone, and the program's stack at the
- * hooked entry: its return address. */
-struct fast {
-	uint64_t rbx;
-	uint64_t args[TP_HK_ENTRY_REGS]; /* rdi, rsi, rdx, rcx, r8, r9 */
-	uint64_t r10, r11, flags;
-	uint64_t pad_ret, rax;
-	const struct tp_rt_pad_head *site;
-	uint64_t red[16];
-	uint64_t ret;
-};
-_Static_assert(offsetof(struct fast, ret) == 232, "tp_hk_pad_entry's pushes and rt's pad's");
-
 int tp_hk_enter(struct fast *f) TP_HIDDEN;
 
 /* The entry of a hooked function, as hit() does it, for the common case alone: a thread
@@ -657,7 +696,7 @@ int tp_hk_enter(struct fast *f)
 	uint64_t rsp = (uint64_t)(uintptr_t)&f->ret, tramp = (uint64_t)(uintptr_t)&tp_hk_tramp;
 	const struct tp_hk_func *fn;
 	uint32_t k, flags, n;
-	int caller;
+	int pl;
 
 	if (__builtin_expect(!s || t->in, 0))
 		return 1;
@@ -673,19 +712,26 @@ int tp_hk_enter(struct fast *f)
 	fn = &hk.funcs[k];
 	flags = fn->flags;
 	n = s->n;
-	/* plugins' calls whose backtraces no plugin asks for carry their caller's address */
-	caller = only_caller(&fn->plan);
-	if ((flags & ~(uint32_t)(TP_HK_F_SHOWN | TP_HK_F_RET)) ||
-	    (!caller && (fn->plan.nargs || fn->plan.nxmm || fn->plan.stack || fn->plan.snap)) ||
-	    fn->plan.out || f->ret == tramp || (n && s->f[n - 1].slot <= rsp) || s->walk_sp ||
-	    n == SHADOW_MAX)
+	/* plugins' calls carry their caller's address, or a backtrace the agent walks (hit()'s
+	 * emit_p() says when); a stack copy or argument memory is hit()'s */
+	pl = PL_NONE;
+	if (fn->plan.nargs || fn->plan.nxmm || fn->plan.stack)
+		goto slow;
+	if (only_caller(&fn->plan))
+		pl = PL_CALLER;
+	else if (fn->plan.snap > 8 && fn->plan.walk && hk.cfa && hk.rs.pid == hk.ctl->pid)
+		pl = PL_WALK;
+	else if (fn->plan.snap)
+		goto slow;
+	if ((flags & ~(uint32_t)(TP_HK_F_SHOWN | TP_HK_F_RET)) || fn->plan.out || f->ret == tramp ||
+	    (n && s->f[n - 1].slot <= rsp) || s->walk_sp || n == SHADOW_MAX)
 		goto slow;
 	t->in = 1;
 	if ((flags & TP_HK_F_SHOWN) &&
-	    put_rec(t,
+	    put_rec(t, f, rsp,
 		    (uint16_t)(((flags & TP_HK_F_RET) ? TP_HK_R_FOLLOWED : 0) |
 			       entry_regs(&fn->plan) << TP_HK_R_NREGS_SHIFT),
-		    k, rsp, f->args, (int)entry_regs(&fn->plan), caller)) {
+		    k, &fn->plan, (int)entry_regs(&fn->plan), pl)) {
 		t->in = 0;
 		goto slow;
 	}
