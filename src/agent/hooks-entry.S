@@ -3,6 +3,10 @@
  * float arguments and returns pass. */
 #include "agent/hooks-fast.h"
 
+#if SF_SIZE != 32
+#error "tp_hk_tramp finds a frame by a shift of 5"
+#endif
+
 	.text
 
 /* What each hooked function's pad calls (rt/pad.h, tp_rt_pad_install_entry): the registers a
