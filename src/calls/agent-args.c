@@ -126,22 +126,25 @@ ssize_t tp_calls_agent_piece_read(void *ctx, uint64_t addr, void *buf, size_t le
 	return best;
 }
 
-/* The vector registers a record carries, in @fp; false when none. */
+/* The vector registers a record carries, in @fp; false when none (@fp left as it was). */
 bool tp_calls_agent_piece_fp(const struct tp_calls_pieces *ps, struct user_fpregs_struct *fp)
 {
 	const struct tp_hk_piece *h;
 	uint32_t off = 0;
 	bool any = false;
 
-	memset(fp, 0, sizeof(*fp));
 	while ((h = piece_next(ps, &off))) {
+		if (h->what != TP_HK_P_XMM && (h->what != TP_HK_P_ST0 || h->len != 10))
+			continue;
+		/* cleared at the first vector piece only: clearing its 512 bytes for every
+		 * record (nearly none carries one) was 7% of tracepad's time a call */
+		if (!any)
+			memset(fp, 0, sizeof(*fp));
 		if (h->what == TP_HK_P_XMM)
 			for (uint32_t i = 0; i < h->len / 8 && i < 8; i++)
 				memcpy(&fp->xmm_space[4 * i], (const uint8_t *)(h + 1) + 8 * i, 8);
-		else if (h->what == TP_HK_P_ST0 && h->len == 10)
-			memcpy(fp->st_space, h + 1, 10);
 		else
-			continue;
+			memcpy(fp->st_space, h + 1, 10);
 		any = true;
 	}
 	return any;
