@@ -348,9 +348,10 @@ static void finish(struct session *s, struct agent *a, struct thread *t, const s
 {
 	struct rec *rc = &t->recs[--t->n];
 	struct stat_ent *e;
-	char text[600], tail[700];
+	char text[600];
 	bool failed = false;
 	uint64_t d = 0;
+	size_t len = 0;
 
 	text[0] = 0;
 	if (tp_calls_too_deep(s, t->n)) {
@@ -393,11 +394,14 @@ static void finish(struct session *s, struct agent *a, struct thread *t, const s
 				   a->clk_rate +
 			       0.5);
 		if (s->need_args) {
+			int n;
+
 			tp_proto_set_mem(tp_calls_agent_piece_read, &ps);
-			tp_proto_format_ret(p, -1, regs,
-					    tp_calls_agent_piece_fp(&ps, &fp) ? &fp : NULL, err,
-					    text, sizeof(text), &failed);
+			n = tp_proto_format_ret(p, -1, regs,
+						tp_calls_agent_piece_fp(&ps, &fp) ? &fp : NULL, err,
+						text, sizeof(text), &failed);
 			tp_proto_set_mem(NULL, NULL);
+			len = n > 0 ? (size_t)n : 0;
 		} else
 			failed = p && tp_proto_failed(p, regs);
 	}
@@ -417,12 +421,7 @@ static void finish(struct session *s, struct agent *a, struct thread *t, const s
 	tp_calls_agent_current(NULL, 0, NULL, NULL);
 	if (s->o->summary || d < s->o->min_ns || !tp_calls_line_wanted(s, rc))
 		return;
-	if (s->o->durations)
-		snprintf(tail, sizeof(tail), " = %s <%" PRIu64 ".%06" PRIu64 ">", text,
-			 d / 1000000000u, d / 1000 % 1000000);
-	else
-		snprintf(tail, sizeof(tail), " = %s", text);
-	tp_calls_line_call(s, t, rc, t->n, tail);
+	tp_calls_line_return(s, t, rc, t->n, text, len, d);
 }
 
 /* --bt: the call's backtrace from its entry, unwound by libdw (unwind.h) over the registers

@@ -302,6 +302,10 @@ void tp_calls_tick(struct tp_proc *p, unsigned us);
 struct calls_lines;
 void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
 			const char *tail);
+/* The line of @rc's call that returned @ret (@len bytes) after @d ns: " = RET", and its
+ * duration with -T, as tp_calls_line_call() with the tail " = RET <S.US>". */
+void tp_calls_line_return(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
+			  const char *ret, size_t len, uint64_t d);
 void tp_calls_lines_tick(struct session *s, bool ticked);
 /* A line "[TID] TEXT" of @t at nesting @depth, as of now (-S). */
 void tp_calls_line_text(struct session *s, struct thread *t, unsigned depth, const char *text);

@@ -284,20 +284,6 @@ static bool grow(struct session *s, struct calls_lines *L, size_t n)
 	return true;
 }
 
-/* Append @n bytes to the line being built; on failure the line is cut (s->err says why). */
-static void add_mem(struct session *s, struct calls_lines *L, const char *p, size_t n)
-{
-	if (!grow(s, L, n))
-		return;
-	memcpy(L->buf + L->len, p, n);
-	L->len += n;
-}
-
-static void add_str(struct session *s, struct calls_lines *L, const char *p)
-{
-	add_mem(s, L, p, strlen(p));
-}
-
 /* Append to the line being built; on failure the line is cut (s->err says why). */
 static void __attribute__((format(printf, 3, 4)))
 add(struct session *s, struct calls_lines *L, const char *fmt, ...)
@@ -344,41 +330,67 @@ static void emit(struct session *s, struct calls_lines *L, struct thread *t, uin
 	L->len = 0;
 }
 
-void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
-			const char *tail)
+/* Write @x in decimal at @p, @min digits at least (zeros before): the end. */
+static char *put_u64(char *p, uint64_t x, int min)
 {
-	struct calls_lines *L = lines_of(s);
-	int indent = 2 * (int)(depth < INDENT_MAX ? depth : INDENT_MAX);
-	char deep[16] = "";
+	char num[24];
+	int i = sizeof(num);
 
-	if (!L)
-		return;
-	if (depth > INDENT_MAX)
-		snprintf(deep, sizeof(deep), "{%u} ", depth);
-	{
-		/* "[TID] INDENT{DEEP} OBJECT:FUNCTION(ARGS)TAIL\n", without stdio */
-		static const char spaces[2 * INDENT_MAX + 1] = {[0 ... 2 * INDENT_MAX - 1] = ' '};
-		char num[16];
-		int i = sizeof(num);
-		unsigned tid = (unsigned)t->tid;
+	do
+		num[--i] = (char)('0' + x % 10);
+	while ((x /= 10) || (int)sizeof(num) - i < min);
+	memcpy(p, num + i, sizeof(num) - (size_t)i);
+	return p + sizeof(num) - i;
+}
 
-		do
-			num[--i] = (char)('0' + tid % 10);
-		while (tid /= 10);
-		add_mem(s, L, "[", 1);
-		add_mem(s, L, num + i, sizeof(num) - (size_t)i);
-		add_mem(s, L, "] ", 2);
-		add_mem(s, L, spaces, (size_t)indent);
-		add_str(s, L, deep);
-		add_str(s, L, rc->f->obj->base);
-		add_mem(s, L, ":", 1);
-		add_str(s, L, rc->f->name);
-		add_mem(s, L, "(", 1);
-		add_str(s, L, rc->args);
-		add_mem(s, L, ")", 1);
-		add_str(s, L, tail);
-		add_mem(s, L, "\n", 1);
+/* Start the line of @rc's call at nesting @depth: "[TID] INDENT{DEEP} OBJECT:FUNCTION(ARGS)",
+ * without stdio, with room for @more bytes after it (false when there is none: s->err says
+ * why).  Its parts measured once and copied into room made once: a piece at a time they
+ * were most of a line's cost. */
+static bool call_start(struct session *s, struct calls_lines *L, struct thread *t,
+		       const struct rec *rc, unsigned depth, size_t more)
+{
+	static const char spaces[2 * INDENT_MAX + 1] = {[0 ... 2 * INDENT_MAX - 1] = ' '};
+	size_t indent = 2 * (depth < INDENT_MAX ? depth : INDENT_MAX);
+	size_t lobj = strlen(rc->f->obj->base), lname = strlen(rc->f->name);
+	size_t largs = strlen(rc->args);
+	char *p;
+
+	/* "[" TID "] " and "{DEPTH} ": 12 and 13 bytes at most */
+	if (!grow(s, L, 12 + indent + 13 + lobj + 1 + lname + 1 + largs + 1 + more))
+		return false;
+	p = L->buf + L->len;
+	*p++ = '[';
+	p = put_u64(p, (unsigned)t->tid, 1);
+	*p++ = ']';
+	*p++ = ' ';
+	memcpy(p, spaces, indent);
+	p += indent;
+	if (depth > INDENT_MAX) {
+		*p++ = '{';
+		p = put_u64(p, depth, 1);
+		*p++ = '}';
+		*p++ = ' ';
 	}
+	memcpy(p, rc->f->obj->base, lobj);
+	p += lobj;
+	*p++ = ':';
+	memcpy(p, rc->f->name, lname);
+	p += lname;
+	*p++ = '(';
+	memcpy(p, rc->args, largs);
+	p += largs;
+	*p++ = ')';
+	L->len = (size_t)(p - L->buf);
+	return true;
+}
+
+/* The rest of @rc's line (its backtrace's lines), and the line held or written. */
+static void call_end(struct session *s, struct calls_lines *L, struct thread *t,
+		     const struct rec *rc, unsigned depth)
+{
+	int indent = 2 * (int)(depth < INDENT_MAX ? depth : INDENT_MAX);
+
 	for (int i = 1; i < rc->npcs; i++) {
 		char buf[512];
 
@@ -389,6 +401,50 @@ void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *r
 	 * stop being handled.  Raw TSC readings: converting them to the clock (the stubs
 	 * have no other) can be off by as long as tracepad was preempted in the conversion. */
 	emit(s, L, t, s->ret_tsc ? s->ret_tsc : __rdtsc());
+}
+
+void tp_calls_line_call(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
+			const char *tail)
+{
+	struct calls_lines *L = lines_of(s);
+	size_t n = strlen(tail);
+
+	if (!L)
+		return;
+	if (call_start(s, L, t, rc, depth, n + 1)) {
+		memcpy(L->buf + L->len, tail, n);
+		L->buf[L->len + n] = '\n';
+		L->len += n + 1;
+	}
+	call_end(s, L, t, rc, depth);
+}
+
+void tp_calls_line_return(struct session *s, struct thread *t, const struct rec *rc, unsigned depth,
+			  const char *ret, size_t len, uint64_t d)
+{
+	struct calls_lines *L = lines_of(s);
+	char *p;
+
+	if (!L)
+		return;
+	/* " = " RET, then " <SECONDS.MICROSECONDS>" with -T (24 bytes at most) */
+	if (call_start(s, L, t, rc, depth, 3 + len + 24 + 1)) {
+		p = L->buf + L->len;
+		memcpy(p, " = ", 3);
+		memcpy(p + 3, ret, len);
+		p += 3 + len;
+		if (s->o->durations) {
+			*p++ = ' ';
+			*p++ = '<';
+			p = put_u64(p, d / 1000000000u, 1);
+			*p++ = '.';
+			p = put_u64(p, d / 1000 % 1000000, 6);
+			*p++ = '>';
+		}
+		*p++ = '\n';
+		L->len = (size_t)(p - L->buf);
+	}
+	call_end(s, L, t, rc, depth);
 }
 
 void tp_calls_line_text(struct session *s, struct thread *t, unsigned depth, const char *text)
