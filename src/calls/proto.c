@@ -38,11 +38,20 @@ static void put_dec(struct out *o, uint64_t x, bool neg)
 				  "31323334353637383940414243444546474849505152535455565758596061"
 				  "62636465666768697071727374757677787980818283848586878889909192"
 				  "93949596979899";
+	/* clang-format off */
+	static const uint64_t pow10[20] = {
+	    1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000,
+	    10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+	    100000000000000ull, 1000000000000000ull, 10000000000000000ull,
+	    100000000000000000ull, 1000000000000000000ull, 10000000000000000000ull};
+	/* clang-format on */
 	char b[24], *d;
-	size_t n = 1 + neg;
+	/* its digits from its bits (log10 2 ~ 1233 / 4096), one comparison to correct: a
+	 * division by 10 a digit, each waiting for the one before, was most of this */
+	uint64_t y = x | 1; /* as many digits as x (a power of 10 is even), 0 one */
+	unsigned k = (64u - (unsigned)__builtin_clzll(y)) * 1233 >> 12;
+	size_t n = k + 1 - (y < pow10[k]) + neg;
 
-	for (uint64_t y = x; y >= 10; y /= 10)
-		n++;
 	/* written in place, backwards, when it fits (no copy: a call of memcpy a value) */
 	d = o->pos + n < o->len ? o->buf + o->pos + n : b + sizeof(b);
 	if (d != b + sizeof(b))
@@ -503,7 +512,7 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 		fetch_arg(&a, &p->params[i], &vals[i]);
 	for (int i = 0; i < p->nparams; i++) {
 		if (i)
-			tp_calls_put(&o, ", ");
+			put_mem(&o, ", ", 2);
 		put_value(&o, pid, &p->params[i], &vals[i],
 			  i + 1 < p->nparams ? &vals[i + 1] : NULL);
 	}
