@@ -29,7 +29,7 @@ static uint16_t snap_bytes(const struct session *s)
 
 /* The payload bytes function @j's entries (@at_ret 0) or returns may carry: its plan's, with
  * its snap as planned (it may have shrunk since). */
-static uint32_t room_of(struct session *s, const struct agent *a, uint32_t j, bool at_ret)
+uint32_t tp_calls_agent_room(struct session *s, const struct agent *a, uint32_t j, bool at_ret)
 {
 	struct tp_hk_plan pl = a->hfs[j].plan;
 
@@ -92,7 +92,7 @@ void tp_calls_agent_plan(struct session *s, struct agent *a, uint32_t first)
 	/* the drain's bound of each record's size, reckoned once (plans change only here) */
 	for (uint32_t j = first; a->room && j < a->n; j++)
 		for (int at_ret = 0; at_ret < 2; at_ret++)
-			a->room[j][at_ret] = room_of(s, a, j, at_ret);
+			a->room[j][at_ret] = tp_calls_agent_room(s, a, j, at_ret);
 }
 
 static const struct tp_hk_piece *piece_next(const struct tp_calls_pieces *ps, uint32_t *off)
@@ -358,24 +358,4 @@ int tp_calls_agent_backtrace(struct session *s, pid_t tid, uint64_t *pcs, int ma
 		cur_agent->nobt[cur_entry->func] = UINT16_MAX;
 	/* plugins are for the process hooked alone (not with -f) */
 	return tp_calls_agent_unwind(s, cur_agent, tid, cur_entry, pcs, max, !s->o->follow);
-}
-
-/* Whether @h's size is one the agent writes: its registers, then no more pieces than its
- * function's plan may give. */
-bool tp_calls_agent_size_ok(struct session *s, const struct agent *a, const struct tp_hk_rec *h)
-{
-	uint32_t head;
-	bool at_ret = h->type == TP_HK_RETURN;
-
-	if (h->type != TP_HK_ENTRY && !at_ret)
-		return h->size == TP_HK_REC_SIZE(0);
-	if (tp_hk_rec_nregs(h) > (at_ret ? TP_HK_RETURN_REGS : TP_HK_ENTRY_REGS))
-		return false;
-	head = TP_HK_REC_SIZE(tp_hk_rec_nregs(h));
-	if (h->size < head)
-		return false;
-	if (h->func >= a->n)
-		return at_ret && h->size == head;
-	return h->size - head <=
-	       (a->room ? a->room[h->func][at_ret] : room_of(s, a, h->func, at_ret));
 }

@@ -113,8 +113,29 @@ struct tp_calls_pieces {
 const struct tp_proto *tp_calls_agent_proto(struct session *s, struct func *f);
 /* The plans of @a's functions from @first on (those a dlopen added too). */
 void tp_calls_agent_plan(struct session *s, struct agent *a, uint32_t first);
-/* Whether @h's size is one the agent may write for it. */
-bool tp_calls_agent_size_ok(struct session *s, const struct agent *a, const struct tp_hk_rec *h);
+/* The payload bytes function @j's entries (@at_ret false) or returns may carry: its plan's,
+ * with its snap as planned (it may have shrunk since). */
+uint32_t tp_calls_agent_room(struct session *s, const struct agent *a, uint32_t j, bool at_ret);
+/* Whether @h's size is one the agent writes: its registers, then no more pieces than its
+ * function's plan may give (inline: the drain asks it of every record). */
+static inline bool tp_calls_agent_size_ok(struct session *s, const struct agent *a,
+					  const struct tp_hk_rec *h)
+{
+	uint32_t head;
+	bool at_ret = h->type == TP_HK_RETURN;
+
+	if (h->type != TP_HK_ENTRY && !at_ret)
+		return h->size == TP_HK_REC_SIZE(0);
+	if (tp_hk_rec_nregs(h) > (at_ret ? TP_HK_RETURN_REGS : TP_HK_ENTRY_REGS))
+		return false;
+	head = TP_HK_REC_SIZE(tp_hk_rec_nregs(h));
+	if (h->size < head)
+		return false;
+	if (h->func >= a->n)
+		return at_ret && h->size == head;
+	return h->size - head <=
+	       (a->room ? a->room[h->func][at_ret] : tp_calls_agent_room(s, a, h->func, at_ret));
+}
 struct tp_calls_pieces tp_calls_agent_pieces(const struct tp_hk_rec *h);
 /* tp_proto_mem_fn over a struct tp_calls_pieces. */
 ssize_t tp_calls_agent_piece_read(void *ctx, uint64_t addr, void *buf, size_t len);

@@ -153,8 +153,8 @@ static void drop_recs(struct session *s, struct thread *t, unsigned keep, const 
 	}
 }
 
-/* The summary's entry of @f in process @pid. */
-struct stat_ent *tp_calls_stat_of(struct session *s, pid_t pid, struct func *f)
+/* The summary's entry of @f in process @pid, found or made (f->stat: the last one). */
+struct stat_ent *tp_calls_stat_find(struct session *s, pid_t pid, struct func *f)
 {
 	struct stat_ent *e;
 
