@@ -105,35 +105,54 @@ err_free:
 	return r;
 }
 
-static uint8_t *put_s(uint8_t *q, const char *s)
+/* The bytes of string @s a string field holds: 600 at most. */
+static size_t str_len(const char *s)
 {
 	size_t n = strlen(s);
 
-	return tp_trace_put_str(q, s, n > 600 ? 600 : n);
+	return n > 600 ? 600 : n;
+}
+
+static uint8_t *put_s(uint8_t *q, const char *s)
+{
+	return tp_trace_put_str(q, s, str_len(s));
+}
+
+/* The fields object, function and address of @f's events, encoded: from the cache, else
+ * into it; NULL when they do not fit there. */
+static const struct head *head_of(struct calls_trace *t, const struct func *f)
+{
+	struct head *h;
+	uint8_t b[HEAD_MAX + 2 * 601 + 8], *e;
+
+	if (!t->heads)
+		t->heads = calloc(HEADS, sizeof(*t->heads));
+	h = t->heads ? &t->heads[((uintptr_t)f >> 4) % HEADS] : NULL;
+	if (!h || h->f == f)
+		return h;
+	e = put_s(b, f->obj->base);
+	e = put_s(e, f->name);
+	e = tp_trace_put_u64(e, f->addr);
+	if (e - b > HEAD_MAX)
+		return NULL;
+	h->f = f;
+	h->len = (uint32_t)(e - b);
+	memcpy(h->b, b, h->len);
+	return h;
 }
 
 /* The fields object, function and address of @f's events, at @q. */
 static uint8_t *put_head(struct calls_trace *t, uint8_t *q, const struct func *f)
 {
-	struct head *h;
-	uint8_t *e;
+	const struct head *h = head_of(t, f);
 
-	if (!t->heads)
-		t->heads = calloc(HEADS, sizeof(*t->heads));
-	h = t->heads ? &t->heads[((uintptr_t)f >> 4) % HEADS] : NULL;
-	if (h && h->f == f) {
+	if (h) {
 		memcpy(q, h->b, h->len);
 		return q + h->len;
 	}
-	e = put_s(q, f->obj->base);
-	e = put_s(e, f->name);
-	e = tp_trace_put_u64(e, f->addr);
-	if (h && e - q <= HEAD_MAX) {
-		h->f = f;
-		h->len = (uint32_t)(e - q);
-		memcpy(h->b, q, h->len);
-	}
-	return e;
+	q = put_s(q, f->obj->base);
+	q = put_s(q, f->name);
+	return tp_trace_put_u64(q, f->addr);
 }
 
 /* The time stamp an event of @ns (0: now) gets: the stream's times never go back, and an
@@ -147,22 +166,32 @@ static uint64_t stamp(struct calls_trace *t, uint64_t ns)
 	return ns;
 }
 
-/* An event as of @ns on the trace's clock (CLOCK_MONOTONIC, as tp_calls_now_ns), 0: now. */
-static void put_at(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf,
-		   size_t len, uint64_t ns)
+/* Room for an event of @len bytes as of @ns on the trace's clock (CLOCK_MONOTONIC, as
+ * tp_calls_now_ns), 0: now; NULL when it cannot be written.  tp_trace_commit() writes it. */
+static uint8_t *reserve(struct calls_trace *t, int id, pid_t pid, pid_t tid, size_t len,
+			uint64_t ns)
 {
 	uint8_t *e;
 
 	if (t->err)
-		return;
+		return NULL;
 	t->last_ns = stamp(t, ns);
 	e = tp_trace_reserve_at(&t->prod, (uint16_t)id, (uint32_t)len, t->last_ns, pid, tid);
-	if (!e) {
+	if (!e)
 		t->err = -ENOSPC;
-		return;
+	return e;
+}
+
+/* An event of the @len bytes at @buf as of @ns (0: now). */
+static void put_at(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf,
+		   size_t len, uint64_t ns)
+{
+	uint8_t *e = reserve(t, id, pid, tid, len, ns);
+
+	if (e) {
+		memcpy(e, buf, len);
+		tp_trace_commit(&t->prod);
 	}
-	memcpy(e, buf, len);
-	tp_trace_commit(&t->prod);
 }
 
 static void put(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8_t *buf, size_t len)
@@ -172,9 +201,22 @@ static void put(struct calls_trace *t, int id, pid_t pid, pid_t tid, const uint8
 
 void tp_calls_trace_call(struct calls_trace *t, struct rec *r)
 {
+	const struct head *h = head_of(t, r->f);
+	size_t n = str_len(r->args);
 	uint8_t buf[2048], *q;
 
 	r->c.entry_ns = stamp(t, r->c.entry_ns); /* its duration counts from the stamp written */
+	if (h) {
+		/* encoded where it goes: through a buffer, its copy cost as much as the rest */
+		q = reserve(t, t->id_entry, r->c.pid, r->c.tid, h->len + n + 1 + 4, r->c.entry_ns);
+		if (!q)
+			return;
+		memcpy(q, h->b, h->len);
+		q = tp_trace_put_str(q + h->len, r->args, n);
+		tp_trace_put_u32(q, r->c.depth);
+		tp_trace_commit(&t->prod);
+		return;
+	}
 	q = put_head(t, buf, r->f);
 	q = put_s(q, r->args);
 	q = tp_trace_put_u32(q, r->c.depth);
@@ -183,10 +225,23 @@ void tp_calls_trace_call(struct calls_trace *t, struct rec *r)
 
 void tp_calls_trace_return(struct calls_trace *t, const struct rec *r, const char *ret)
 {
+	const struct head *h = head_of(t, r->f);
+	size_t n = str_len(ret);
 	uint8_t buf[2048], *q;
 	uint64_t ts = stamp(t, r->c.return_ns > r->c.entry_ns ? r->c.return_ns : r->c.entry_ns);
 	uint64_t d = ts - r->c.entry_ns; /* exactly the difference of the two time stamps */
 
+	if (h) {
+		q = reserve(t, t->id_return, r->c.pid, r->c.tid, h->len + n + 1 + 8 + 4, ts);
+		if (!q)
+			return;
+		memcpy(q, h->b, h->len);
+		q = tp_trace_put_str(q + h->len, ret, n);
+		q = tp_trace_put_u64(q, d);
+		tp_trace_put_u32(q, r->c.depth);
+		tp_trace_commit(&t->prod);
+		return;
+	}
 	q = put_head(t, buf, r->f);
 	q = put_s(q, ret);
 	q = tp_trace_put_u64(q, d);
