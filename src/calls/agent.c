@@ -341,6 +341,13 @@ static uint64_t ns_of(const struct agent *a, uint64_t tsc)
 				 : a->clk_ns - (uint64_t)((double)(a->clk_tsc - tsc) * a->clk_rate);
 }
 
+/* Whether plugins see the calls: s->plugins is the registry, there without any plugin too
+ * (handing each call to none, with its caller read, was a twentieth of a call's cost). */
+static bool plugged(const struct session *s)
+{
+	return s->o->nplugins > 0;
+}
+
 /* The call on top of @t is over: returned with @h's registers, or, @h NULL, left as @why
  * says. */
 static void finish(struct session *s, struct agent *a, struct thread *t, const struct tp_hk_rec *h,
@@ -355,7 +362,7 @@ static void finish(struct session *s, struct agent *a, struct thread *t, const s
 
 	text[0] = 0;
 	if (tp_calls_too_deep(s, t->n)) {
-		if (h) {
+		if (h && plugged(s)) {
 			rc->c.retval = h->regs[0];
 			tp_calls_agent_current(a, 0, NULL, h);
 			tp_plugins_ret(s->plugins, &rc->c);
@@ -416,9 +423,11 @@ static void finish(struct session *s, struct agent *a, struct thread *t, const s
 	}
 	rc->c.retval = h->regs[0];
 	rc->c.return_ns = rc->c.entry_ns + d;
-	tp_calls_agent_current(a, 0, NULL, h);
-	tp_plugins_ret(s->plugins, &rc->c);
-	tp_calls_agent_current(NULL, 0, NULL, NULL);
+	if (plugged(s)) {
+		tp_calls_agent_current(a, 0, NULL, h);
+		tp_plugins_ret(s->plugins, &rc->c);
+		tp_calls_agent_current(NULL, 0, NULL, NULL);
+	}
 	if (s->o->summary || d < s->o->min_ns || !tp_calls_line_wanted(s, rc))
 		return;
 	tp_calls_line_return(s, t, rc, t->n, text, len, d);
@@ -468,7 +477,7 @@ static void on_entry(struct session *s, struct agent *a, struct thread *t,
 	rc->c.return_ns = 0;
 	rc->c.user = NULL;
 	tp_calls_callers_enter(t, rc);
-	if (s->plugins) {
+	if (plugged(s)) {
 		struct tp_calls_pieces ps = tp_calls_agent_pieces(h);
 
 		if (tp_calls_agent_piece_read(&ps, h->sp, &rc->c.caller, 8) != 8)
