@@ -41,8 +41,9 @@ enum fkind {
 
 struct object {
 	char *path;
-	const char *base; /* in path */
-	uint64_t lo, hi;  /* executable mapping */
+	const char *base;  /* in path */
+	uint32_t base_len; /* lines.c: strlen(base) + 1, once measured (0 before) */
+	uint64_t lo, hi;   /* executable mapping */
 	uint64_t bias;
 	bool main, seen;
 	bool debug_syms; /* scanned with its separate debug file's symbols (tp_fsyms_read) */
@@ -66,7 +67,8 @@ struct func {
 	 * functions have entries that jump into each other's first bytes (mempcpy into
 	 * memmove + 3), so no jump pad goes there, whatever bounds a symbol table gives */
 	bool ifunc_impl;
-	char *name; /* demangled unless --demangle=no */
+	char *name;	   /* demangled unless --demangle=no */
+	uint32_t name_len; /* lines.c: strlen(name) + 1, once measured (0 before) */
 	struct object *obj;
 	const struct tp_proto *proto;
 	struct stat_ent *stat;

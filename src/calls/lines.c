@@ -247,8 +247,10 @@ static int hold(struct calls_lines *L, struct line *ln)
 			L->rtext = b;
 			L->rtext_cap = cap < 65536 ? 65536 : cap;
 		}
-		v = tp_vec_push(&L->run);
-		if (!v)
+		/* a slot of the room there is, not cleared to be overwritten (tp_vec_push) */
+		if (L->run.n < L->run.cap)
+			v = (struct line *)L->run.data + L->run.n++;
+		else if (!(v = tp_vec_push(&L->run)))
 			return -ENOMEM;
 		memcpy(L->rtext + L->rtext_len, L->buf, ln->len);
 		ln->off = L->rtext_len;
@@ -343,6 +345,14 @@ static char *put_u64(char *p, uint64_t x, int min)
 	return p + sizeof(num) - i;
 }
 
+/* strlen(@s), measured once into *@memo (the length + 1; 0: not yet). */
+static size_t len_of(const char *s, uint32_t *memo)
+{
+	if (!*memo)
+		*memo = (uint32_t)strlen(s) + 1;
+	return *memo - 1;
+}
+
 /* Start the line of @rc's call at nesting @depth: "[TID] INDENT{DEEP} OBJECT:FUNCTION(ARGS)",
  * without stdio, with room for @more bytes after it (false when there is none: s->err says
  * why).  Its parts measured once and copied into room made once: a piece at a time they
@@ -352,8 +362,8 @@ static bool call_start(struct session *s, struct calls_lines *L, struct thread *
 {
 	static const char spaces[2 * INDENT_MAX + 1] = {[0 ... 2 * INDENT_MAX - 1] = ' '};
 	size_t indent = 2 * (depth < INDENT_MAX ? depth : INDENT_MAX);
-	size_t lobj = strlen(rc->f->obj->base), lname = strlen(rc->f->name);
-	size_t largs = strlen(rc->args);
+	size_t lobj = len_of(rc->f->obj->base, &rc->f->obj->base_len);
+	size_t lname = len_of(rc->f->name, &rc->f->name_len), largs = strlen(rc->args);
 	char *p;
 
 	/* "[" TID "] " and "{DEPTH} ": 12 and 13 bytes at most */
