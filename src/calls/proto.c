@@ -74,7 +74,8 @@ static void put_dec(struct out *o, uint64_t x, bool neg)
 		put_mem(o, d, n);
 }
 
-static void put_hex(struct out *o, uint64_t x)
+/* %#llx (@prefixed false) or 0x%llx. */
+static void put_hex_as(struct out *o, uint64_t x, bool prefixed)
 {
 	char b[24];
 	int i = sizeof(b);
@@ -82,11 +83,16 @@ static void put_hex(struct out *o, uint64_t x)
 	do
 		b[--i] = "0123456789abcdef"[x & 15];
 	while (x >>= 4);
-	if (b[i] != '0') {
+	if (prefixed || b[i] != '0') {
 		b[--i] = 'x';
 		b[--i] = '0';
 	}
 	put_mem(o, b + i, sizeof(b) - (size_t)i);
+}
+
+static void put_hex(struct out *o, uint64_t x)
+{
+	put_hex_as(o, x, false);
 }
 
 void tp_calls_put(struct out *o, const char *fmt, ...)
@@ -267,6 +273,38 @@ static uint64_t val_u64(const struct val *v)
 	return x;
 }
 
+/* The kinds whose value is one integer register's (or stack slot's) alone, as put_int()
+ * writes them. */
+static bool int_kind(const struct ptype *t)
+{
+	return t->kind == K_INT || t->kind == K_UINT || t->kind == K_PTR || t->kind == K_HEX;
+}
+
+/* A value of an int_kind() type. */
+static void put_int(struct out *o, const struct ptype *t, uint64_t x)
+{
+	switch (t->kind) {
+	case K_INT: {
+		long long i = (long long)trunc_s(x, t->size);
+
+		put_dec(o, i < 0 ? -(uint64_t)i : (uint64_t)i, i < 0);
+		break;
+	}
+	case K_UINT:
+		put_dec(o, trunc_u(x, t->size), false);
+		break;
+	case K_PTR:
+		if (x)
+			put_hex(o, x);
+		else
+			tp_calls_put(o, "NULL");
+		break;
+	case K_HEX:
+		put_hex(o, trunc_u(x, t->size));
+		break;
+	}
+}
+
 static void put_value(struct out *o, pid_t pid, const struct ptype *t, const struct val *v,
 		      const struct val *next)
 {
@@ -276,18 +314,13 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 		tp_calls_put(o, "?");
 		return;
 	}
+	if (int_kind(t)) {
+		put_int(o, t, x);
+		return;
+	}
 	switch (t->kind) {
 	case K_VOID:
 		tp_calls_put(o, "void");
-		break;
-	case K_INT: {
-		long long i = (long long)trunc_s(x, t->size);
-
-		put_dec(o, i < 0 ? -(uint64_t)i : (uint64_t)i, i < 0);
-		break;
-	}
-	case K_UINT:
-		put_dec(o, trunc_u(x, t->size), false);
 		break;
 	case K_BOOL:
 		x = trunc_u(x, t->size);
@@ -301,12 +334,6 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 		put_escaped(o, (unsigned char)x, -1, '\'');
 		tp_calls_put(o, "'");
 		break;
-	case K_PTR:
-		if (x)
-			put_hex(o, x);
-		else
-			tp_calls_put(o, "NULL");
-		break;
 	case K_STR:
 		put_string(o, pid, x);
 		break;
@@ -315,9 +342,6 @@ static void put_value(struct out *o, pid_t pid, const struct ptype *t, const str
 			put_buffer(o, pid, x, val_u64(next));
 		else
 			tp_calls_put(o, "%#llx", (unsigned long long)x);
-		break;
-	case K_HEX:
-		put_hex(o, trunc_u(x, t->size));
 		break;
 	case K_OCT:
 		tp_calls_put(o, "%#llo", (unsigned long long)trunc_u(x, t->size));
@@ -486,6 +510,18 @@ static void fetch_ret(const struct ptype *t, const struct user_regs_struct *regs
 	}
 }
 
+/* Are @p's arguments all of int_kind() in the integer argument registers, which fetch_arg()
+ * takes one each in their order? */
+static bool regs_only(const struct tp_proto *p)
+{
+	if (p->nparams > 6 || ret_in_memory(&p->ret))
+		return false;
+	for (int i = 0; i < p->nparams; i++)
+		if (!int_kind(&p->params[i]))
+			return false;
+	return true;
+}
+
 int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_regs_struct *regs,
 			 const struct user_fpregs_struct *fp, char *buf, size_t len)
 {
@@ -499,10 +535,25 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 	if (!p) {
 		static const char *const names[] = {"rdi", "rsi", "rdx", "rcx", "r8", "r9"};
 
-		for (int i = 0; i < 6; i++)
-			tp_calls_put(&o, "%s%s=0x%llx", i ? ", " : "", names[i],
-				     (unsigned long long)gpr(regs, i));
+		/* "%s%s=0x%llx" without stdio: the lines of functions without a prototype */
+		for (int i = 0; i < 6; i++) {
+			if (i)
+				put_mem(&o, ", ", 2);
+			put_mem(&o, names[i], strlen(names[i]));
+			put_mem(&o, "=", 1);
+			put_hex_as(&o, gpr(regs, i), true);
+		}
 		return o.pos;
+	}
+	if (regs_only(p)) {
+		/* Integers in the registers alone (most prototypes): written straight from them,
+		 * as put_value() would (gathering the values first was most of the time). */
+		for (int i = 0; i < p->nparams; i++) {
+			if (i)
+				put_mem(&o, ", ", 2);
+			put_int(&o, &p->params[i], gpr(regs, i));
+		}
+		goto out;
 	}
 	/* A struct returned in memory: its address is a hidden first argument. */
 	if (ret_in_memory(&p->ret))
@@ -516,6 +567,7 @@ int tp_proto_format_args(const struct tp_proto *p, pid_t pid, const struct user_
 		put_value(&o, pid, &p->params[i], &vals[i],
 			  i + 1 < p->nparams ? &vals[i + 1] : NULL);
 	}
+out:
 	if (p->variadic)
 		tp_calls_put(&o, "%s...", p->nparams ? ", " : "");
 	return o.pos;
@@ -631,17 +683,20 @@ int tp_proto_format_ret(const struct tp_proto *p, pid_t pid, const struct user_r
 		return -EINVAL;
 	buf[0] = 0;
 	if (!p) {
-		tp_calls_put(&o, "0x%llx", (unsigned long long)regs->rax);
+		put_hex_as(&o, regs->rax, true); /* 0x%llx */
 		goto out;
 	}
-	fetch_ret(&p->ret, regs, fp, &v);
 	f = failed(p, regs, &err);
 	/* MAP_FAILED and SIG_ERR read as strace shows them; a void value is shown as the word,
 	 * the memory of a struct is not read. */
-	if (f && p->fail == 'M')
+	if (f && p->fail == 'M') {
 		tp_calls_put(&o, "-1");
-	else
+	} else if (int_kind(&p->ret)) {
+		put_int(&o, &p->ret, regs->rax); /* as fetch_ret() and put_value() */
+	} else {
+		fetch_ret(&p->ret, regs, fp, &v);
 		put_value(&o, pid, &p->ret, &v, NULL);
+	}
 	/* pthread_* return their error; a negative value is none (and errno is not theirs). */
 	if (f && err < 0 && p->fail != 'e')
 		err = errno_val;
