@@ -56,9 +56,18 @@ static void put_dec(struct out *o, uint64_t x, bool neg)
 	d = o->pos + n < o->len ? o->buf + o->pos + n : b + sizeof(b);
 	if (d != b + sizeof(b))
 		*d = 0;
-	for (; x >= 100; x /= 100) {
+	/* four digits at a time, as two pairs: chains of divisions half as long */
+	for (; x >= 10000; x /= 10000) {
+		uint32_t r = (uint32_t)(x % 10000), h = r / 100;
+
+		d -= 4;
+		memcpy(d, two + 2 * h, 2);
+		memcpy(d + 2, two + 2 * (r - 100 * h), 2);
+	}
+	if (x >= 100) {
 		d -= 2;
 		memcpy(d, two + 2 * (x % 100), 2);
+		x /= 100;
 	}
 	if (x >= 10) {
 		d -= 2;
