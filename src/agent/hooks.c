@@ -28,7 +28,6 @@
 #define SHADOW_MAX (1u << 18)
 #define SHADOWS_MAX 4096 /* threads of a process with a shadow stack at once */
 #define HIT_POLL 0xffff	 /* hooked calls of a thread between two looks for tracepad */
-#define POLL_SHIFT 20	 /* ... and a look for tracepad every MiB of a ring the fast paths fill */
 
 int tracepad_hooks_attach(int tracer, int fd);
 int tracepad_hooks_install(void);
@@ -287,6 +286,20 @@ static uint32_t walk(const struct hstate *t, const struct tp_rt_regs *r, uint8_t
 	return (uint32_t)sizeof(*h) + n * 8;
 }
 
+/* Plan @p's entries walk their backtrace before they copy the stack (not in a fork child:
+ * its walk would read its parent's table, whose layout may differ). */
+static inline int walks(const struct tp_hk_plan *p)
+{
+	return p->walk && p->snap > 8 && hk.cfa && hk.rs.pid == hk.ctl->pid;
+}
+
+/* walk() as plan @p asks: its frames, over the stack its copy would hold. */
+static uint32_t walk_plan(const struct hstate *t, const struct tp_rt_regs *r, uint8_t *at,
+			  const struct tp_hk_plan *p)
+{
+	return walk(t, r, at, p->walk, p->snap < TP_HK_PIECE_MAX ? p->snap : TP_HK_PIECE_MAX);
+}
+
 /* An entry's payload is the caller's address alone (tp_hk_payload_snap's last case). */
 static inline int only_caller(const struct tp_hk_plan *p)
 {
@@ -327,10 +340,8 @@ emit_p(struct hstate *t, uint16_t type, uint16_t flags, uint32_t func, uint32_t 
 		uint32_t n = tp_hk_payload_entry((uint8_t *)h + size, p, pl->r, pl->vregs), w = 0;
 
 		size += n;
-		/* a fork child's walk would read its parent's table: its layout may differ */
-		if (p->walk && p->snap > 8 && hk.cfa && hk.rs.pid == hk.ctl->pid)
-			w = walk(t, pl->r, (uint8_t *)h + size, p->walk,
-				 p->snap < TP_HK_PIECE_MAX ? p->snap : TP_HK_PIECE_MAX);
+		if (walks(p))
+			w = walk_plan(t, pl->r, (uint8_t *)h + size, p);
 		if (!w)
 			w = tp_hk_payload_snap((uint8_t *)h + size, p, pl->r, &snap);
 		size += w;
@@ -630,7 +641,7 @@ static __attribute__((noinline)) uint32_t fast_walk(const struct hstate *t, cons
 	regs.rip = f->site->addr;
 	regs.rsp = sp;
 	regs.rbp = f->rbp;
-	return walk(t, &regs, at, p->walk, p->snap < TP_HK_PIECE_MAX ? p->snap : TP_HK_PIECE_MAX);
+	return walk_plan(t, &regs, at, p);
 }
 
 /* tp_hk_enter's ENTRY record for function @fn entered with @f's registers (the stack pointer
@@ -687,7 +698,8 @@ int tp_hk_enter(struct fast *f) TP_HIDDEN;
 
 /* The entry of a hooked function, as hit() does it, for the common case alone: a thread
  * recording, with a shadow stack and a ring, outside any hook, a function whose records carry
- * no payload, no frame to drop or put back, no tail call.  0 when done, else 1: nothing was
+ * no payload but the caller's address or a walked backtrace, no frame to drop or put back, no
+ * tail call.  0 when done, else 1: nothing was
  * changed and hit() runs on rt's full register record. */
 int tp_hk_enter(struct fast *f)
 {
@@ -719,7 +731,7 @@ int tp_hk_enter(struct fast *f)
 		goto slow;
 	if (only_caller(&fn->plan))
 		pl = PL_CALLER;
-	else if (fn->plan.snap > 8 && fn->plan.walk && hk.cfa && hk.rs.pid == hk.ctl->pid)
+	else if (walks(&fn->plan))
 		pl = PL_WALK;
 	else if (fn->plan.snap)
 		goto slow;
